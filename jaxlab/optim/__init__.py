@@ -1,0 +1,19 @@
+"""Optimizers under floating-point quantization, as optax transforms."""
+
+from jaxlab.optim.moment_storage import MOMENT_STORAGES
+from jaxlab.optim.quantized_adam import (
+    ScaleByQuantizedAdamState,
+    quantized_adam,
+    scale_by_quantized_adam,
+)
+from jaxlab.optim.transforms import quantize_params, quantize_updates, quantize_weights
+
+__all__ = [
+    "MOMENT_STORAGES",
+    "ScaleByQuantizedAdamState",
+    "quantize_params",
+    "quantize_updates",
+    "quantize_weights",
+    "quantized_adam",
+    "scale_by_quantized_adam",
+]

@@ -1,0 +1,136 @@
+"""How optimizer moments are kept between steps: exact, simulated, or compact.
+
+Three ways to keep a moment buffer (Adam's m and v, Muon's momentum):
+
+* exact: the array itself, in the parameter's dtype;
+* simulated low precision (the paper's model): a float array whose values are
+  representable in a :class:`~jaxlab.quant.FloatFormat`;
+* compact storage (beyond the paper): codes in a narrow dtype, as
+  bitsandbytes and torchao 8-bit optimizers do for PyTorch:
+
+  - ``"bfloat16"``: the moment cast to bfloat16 (no scales needed: bfloat16
+    has float32's exponent range);
+  - ``"float8_e4m3fn"``: block-wise absmax scaling (block 256) to float8_e4m3fn,
+    scale = absmax / 448;
+  - ``"int8"``: block-wise absmax linear int8, scale = absmax / 127.
+
+  The second moment is stored as ``sqrt(v)``, which halves its dynamic range in
+  log scale, and a positive ``v`` is never stored as zero (it is floored at the
+  smallest positive code): a zero ``v`` under a non-zero ``m`` would make
+  ``m / (sqrt(v) + eps)`` explode, which is how linear int8 second moments
+  diverge.
+
+Codes keep the parameter's shape; the per-block scales are a flat float32 array
+of ``ceil(size / 256)`` entries per parameter.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from jaxlab.quant.float_format import FloatFormat, quantize_f32
+
+MOMENT_STORAGES = (None, "bfloat16", "float8_e4m3fn", "int8")
+BLOCK_SIZE = 256
+
+_CODE_DTYPES = {
+    "bfloat16": jnp.bfloat16,
+    "float8_e4m3fn": jnp.float8_e4m3fn,
+    "int8": jnp.int8,
+}
+_CODE_MAX = {"float8_e4m3fn": 448.0, "int8": 127.0}
+
+
+def check_storage(moment_storage: str | None, mu: Any = None, nu: Any = None) -> None:
+  """Validates ``moment_storage`` (and that it is not combined with formats)."""
+  if moment_storage not in MOMENT_STORAGES:
+    raise ValueError(f"moment_storage must be one of {MOMENT_STORAGES}, got {moment_storage!r}")
+  if moment_storage is not None and (mu is not None or nu is not None):
+    raise ValueError(
+        "moment_storage and mu/nu formats are exclusive: pass either "
+        f"moment_storage={moment_storage!r} or mu=/nu= FloatFormats, not both"
+    )
+
+
+def num_blocks(size: int) -> int:
+  return max(1, -(-size // BLOCK_SIZE))
+
+
+def _blocks(x: jax.Array) -> jax.Array:
+  flat = x.reshape(-1).astype(jnp.float32)
+  nb = num_blocks(flat.size)
+  flat = jnp.pad(flat, (0, nb * BLOCK_SIZE - flat.size))
+  return flat.reshape(nb, BLOCK_SIZE)
+
+
+def _unblocks(b: jax.Array, like: jax.Array) -> jax.Array:
+  return b.reshape(-1)[: like.size].reshape(like.shape)
+
+
+def _round_to_int(y: jax.Array, rounding: str, key: jax.Array | None) -> jax.Array:
+  if rounding == "stochastic":
+    return jnp.floor(y + jax.random.uniform(key, y.shape))
+  if rounding == "truncate":
+    return jnp.trunc(y)
+  return jnp.round(y)  # ties to even
+
+
+def _rbits(rounding: str, key: jax.Array | None, shape) -> jax.Array | None:
+  return jax.random.bits(key, shape, jnp.uint32) if rounding == "stochastic" else None
+
+
+def encode(
+    x: jax.Array, storage: str, rounding: str, key: jax.Array | None, second_moment: bool
+) -> tuple[jax.Array, jax.Array | None]:
+  """Encodes one moment buffer. Returns ``(codes, scales)``; scales may be None."""
+  if second_moment and storage != "bfloat16":
+    x = jnp.sqrt(jnp.maximum(x, 0.0))
+  if storage == "bfloat16":
+    fmt = FloatFormat.BF16
+    y = quantize_f32(x.astype(jnp.float32), fmt.exp_bits, fmt.man_bits, None, rounding,
+                     _rbits(rounding, key, x.shape))
+    return y.astype(jnp.bfloat16), None
+  b = _blocks(x)
+  absmax = jnp.max(jnp.abs(b), axis=1)
+  scale = absmax / _CODE_MAX[storage]
+  y = b / jnp.where(scale > 0, scale, 1.0)[:, None]
+  if storage == "int8":
+    q = jnp.clip(_round_to_int(y, rounding, key), -127, 127)
+    smallest = 1.0
+  else:
+    fmt = FloatFormat.E4M3FN
+    q = quantize_f32(y, fmt.exp_bits, fmt.man_bits, fmt.max_value, rounding,
+                     _rbits(rounding, key, y.shape))
+    smallest = fmt.min_subnormal
+  if second_moment:  # a positive v must not decode to 0 (see module docstring)
+    q = jnp.where((q == 0) & (y > 0), smallest, q)
+  y = q
+  codes = _unblocks(y, x).astype(_CODE_DTYPES[storage])
+  return codes, scale
+
+
+def decode(
+    codes: jax.Array, scales: jax.Array | None, storage: str, second_moment: bool, dtype
+) -> jax.Array:
+  """Inverse of :func:`encode`, returning a float array of ``dtype``."""
+  if storage == "bfloat16":
+    return codes.astype(dtype)
+  y = _blocks(codes.astype(jnp.float32)) * scales[:, None]
+  y = _unblocks(y, codes)
+  if second_moment:
+    y = y * y
+  return y.astype(dtype)
+
+
+def init_codes(params: Any, storage: str | None) -> tuple[Any, Any]:
+  """Zero moment buffers for ``params``: ``(codes_tree, scales_tree_or_None)``."""
+  if storage is None:
+    return jax.tree.map(jnp.zeros_like, params), None
+  codes = jax.tree.map(lambda p: jnp.zeros(p.shape, _CODE_DTYPES[storage]), params)
+  if storage == "bfloat16":
+    return codes, None
+  scales = jax.tree.map(lambda p: jnp.zeros((num_blocks(p.size),), jnp.float32), params)
+  return codes, scales

@@ -1,0 +1,253 @@
+r"""Adam under floating-point quantization, as an optax transform.
+
+The quantized Adam step of Tang, Li, Zou (2025), Alg. 1, with the master/worker
+model: the gradient arrives quantized, the master updates the moments from it
+and stores them quantized, then stores the new weights quantized:
+
+.. math::
+  \hat g_t &= Q_G(g_t) \\
+  m_t &= Q_M\big(\beta_1 m_{t-1} + (1 - \beta_1) \hat g_t\big) \\
+  v_t &= Q_V\big(\beta_2 v_{t-1} + (1 - \beta_2) \hat g_t^2\big) \\
+  u_t &= -\eta_t \Big(\frac{m_t / (1 - \beta_1^t)}
+          {\sqrt{v_t / (1 - \beta_2^t)} + \epsilon} + \lambda w_{t-1}\Big) \\
+  w_t &= Q_W(w_{t-1} + u_t)
+
+With every ``Q`` the identity the arithmetic is written exactly as optax's
+``scale_by_adam`` writes it, so the updates are bit-identical to ``optax.adam``
+(``optax.adamw`` when ``weight_decay`` is not a literal 0).
+
+References:
+  Tang, Li, Zou, "A Convergence Analysis of Adaptive Optimizers under
+  Floating-point Quantization", arXiv:2510.21314, ICLR 2026.
+  Kingma, Ba, "Adam: A Method for Stochastic Optimization", arXiv:1412.6980.
+  Dettmers et al., "8-bit Optimizers via Block-wise Quantization",
+  arXiv:2110.02861 (the block-wise compact moment storage).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from jaxlab.optim import moment_storage as ms
+from jaxlab.optim.transforms import (
+    STREAM_MU,
+    STREAM_NU,
+    check_format,
+    init_key_data,
+    is_concrete_zero,
+    quantize_updates,
+    quantize_weights,
+    split_leaf_keys,
+)
+from jaxlab.quant.float_format import FloatFormat, check_rounding, quantize
+
+
+class ScaleByQuantizedAdamState(NamedTuple):
+  """State of :func:`scale_by_quantized_adam`.
+
+  ``mu`` and ``nu`` have the params' tree structure, one leaf per parameter:
+  float arrays (exact or format-quantized) or, with ``moment_storage``, codes.
+  ``mu_scale`` / ``nu_scale`` hold the per-block scales of the codes (None
+  without block scaling).
+  """
+
+  count: jax.Array  # int32 step counter
+  key: jax.Array  # raw uint32 key data for stochastic rounding
+  mu: Any
+  nu: Any
+  mu_scale: Any
+  nu_scale: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class MomentBuffer:
+  """Keeps one moment tree between steps: exact, format-quantized or encoded.
+
+  Static configuration shared by the quantized Adam and Muon rules; all arrays
+  live in the optimizer state.
+  """
+
+  fmt: FloatFormat | None
+  storage: str | None
+  rounding: str
+  second_moment: bool
+
+  def init(self, params: Any) -> tuple[Any, Any]:
+    return ms.init_codes(params, self.storage)
+
+  def load(self, codes: Any, scales: Any, like: Any) -> Any:
+    """Decoded moments in the dtype of ``like`` (the incoming updates)."""
+    if self.storage is None:
+      return codes
+    if scales is None:
+      scales = jax.tree.map(lambda _: None, codes)
+    return jax.tree.map(
+        lambda c, s, g: ms.decode(c, s, self.storage, self.second_moment, g.dtype),
+        codes, scales, like, is_leaf=lambda x: x is None)
+
+  def store(self, values: Any, keys: list, old_codes: Any) -> tuple[Any, Any, Any]:
+    """Returns ``(codes, scales, stored_values)``: what is kept and what it means."""
+    leaves, treedef = jax.tree.flatten(values)
+    old = treedef.flatten_up_to(old_codes)
+    if self.storage is None:
+      if self.fmt is None:
+        q = leaves
+      else:
+        q = [quantize(x, self.fmt, rounding=self.rounding, key=k)
+             for x, k in zip(leaves, keys, strict=True)]
+      q = [x.astype(o.dtype) for x, o in zip(q, old, strict=True)]
+      tree = jax.tree.unflatten(treedef, q)
+      return tree, None, tree
+    enc = [ms.encode(x, self.storage, self.rounding, k, self.second_moment)
+           for x, k in zip(leaves, keys, strict=True)]
+    codes = jax.tree.unflatten(treedef, [c for c, _ in enc])
+    scales = None if self.storage == "bfloat16" else jax.tree.unflatten(
+        treedef, [s for _, s in enc])
+    return codes, scales, self.load(codes, scales, values)
+
+
+def scale_by_quantized_adam(
+    b1: jax.typing.ArrayLike = 0.9,
+    b2: jax.typing.ArrayLike = 0.999,
+    eps: jax.typing.ArrayLike = 1e-8,
+    eps_root: jax.typing.ArrayLike = 0.0,
+    *,
+    nesterov: bool = False,
+    mu: FloatFormat | None = None,
+    nu: FloatFormat | None = None,
+    rounding: str = "nearest",
+    seed: jax.typing.ArrayLike = 0,
+    moment_storage: str | None = None,
+) -> optax.GradientTransformation:
+  r"""Rescales updates by Adam with quantized (or compactly stored) moments.
+
+  ``m_t = Q_M(b1 m + (1 - b1) g)``, ``v_t = Q_V(b2 v + (1 - b2) g^2)``,
+  ``u = m_hat / (sqrt(v_hat + eps_root) + eps)``; with ``nesterov`` the
+  numerator is Dozat's ``b1 m_hat' + (1 - b1) g_hat`` as in ``optax``.
+
+  Args:
+    b1, b2, eps, eps_root: as in ``optax.scale_by_adam``.
+    nesterov: Nesterov (NAdam) momentum.
+    mu, nu: formats of the stored first / second moments (None = exact).
+    rounding: "nearest", "stochastic" or "truncate", for every quantizer.
+    seed: seed of the stochastic rounding streams.
+    moment_storage: None, "bfloat16", "float8_e4m3fn" or "int8" (block-wise
+      absmax scaled, block 256, second moment stored as sqrt); exclusive with
+      ``mu`` / ``nu``.
+
+  Returns:
+    An ``optax.GradientTransformation`` with :class:`ScaleByQuantizedAdamState`.
+  """
+  check_format(mu, "mu")
+  check_format(nu, "nu")
+  check_rounding(rounding, need_key=False)
+  ms.check_storage(moment_storage, mu, nu)
+  mu_buf = MomentBuffer(mu, moment_storage, rounding, second_moment=False)
+  nu_buf = MomentBuffer(nu, moment_storage, rounding, second_moment=True)
+
+  def init_fn(params):
+    mu0, mu_scale = mu_buf.init(params)
+    nu0, nu_scale = nu_buf.init(params)
+    key = init_key_data(seed, STREAM_MU)
+    return ScaleByQuantizedAdamState(jnp.zeros([], jnp.int32), key, mu0, nu0, mu_scale, nu_scale)
+
+  def update_fn(updates, state, params=None):
+    del params
+    n = len(jax.tree.leaves(updates))
+    key, leaf_keys = split_leaf_keys(state.key, n)
+    mu_keys = [jax.random.fold_in(k, STREAM_MU) for k in leaf_keys]
+    nu_keys = [jax.random.fold_in(k, STREAM_NU) for k in leaf_keys]
+    mu_prev = mu_buf.load(state.mu, state.mu_scale, updates)
+    nu_prev = nu_buf.load(state.nu, state.nu_scale, updates)
+    # Moment updates, written as optax.tree.update_moment(_per_elem_norm) does.
+    mu_new = jax.tree.map(lambda g, t: (1 - b1) * (g**1) + b1 * t, updates, mu_prev)
+    nu_new = jax.tree.map(lambda g, t: (1 - b2) * (g**2) + b2 * t, updates, nu_prev)
+    mu_codes, mu_scale, mu_t = mu_buf.store(mu_new, mu_keys, state.mu)
+    nu_codes, nu_scale, nu_t = nu_buf.store(nu_new, nu_keys, state.nu)
+
+    count_inc = optax.safe_increment(state.count)
+    if nesterov:
+      mu_hat = jax.tree.map(
+          lambda m, g: b1 * m + (1 - b1) * g,
+          optax.tree.bias_correction(mu_t, b1, optax.safe_increment(count_inc)),
+          optax.tree.bias_correction(updates, b1, count_inc),
+      )
+    else:
+      mu_hat = optax.tree.bias_correction(mu_t, b1, count_inc)
+    nu_hat = optax.tree.bias_correction(nu_t, b2, count_inc)
+    new_updates = jax.tree.map(
+        lambda m, v, g: (m / (jnp.sqrt(v + eps_root) + eps)).astype(g.dtype),
+        mu_hat, nu_hat, updates)
+    new_state = ScaleByQuantizedAdamState(count_inc, key, mu_codes, nu_codes, mu_scale, nu_scale)
+    return new_updates, new_state
+
+  return optax.GradientTransformation(init_fn, update_fn)
+
+
+def quantized_adam(
+    learning_rate: optax.ScalarOrSchedule,
+    b1: jax.typing.ArrayLike = 0.9,
+    b2: jax.typing.ArrayLike = 0.999,
+    eps: jax.typing.ArrayLike = 1e-8,
+    *,
+    nesterov: bool = False,
+    weight_decay: jax.typing.ArrayLike = 0.0,
+    grads: FloatFormat | None = None,
+    weights: FloatFormat | None = None,
+    mu: FloatFormat | None = None,
+    nu: FloatFormat | None = None,
+    rounding: str = "nearest",
+    seed: jax.typing.ArrayLike = 0,
+    moment_storage: str | None = None,
+) -> optax.GradientTransformationExtraArgs:
+  r"""Adam (AdamW) with simulated low-precision G, W, M, V or compact moments.
+
+  ``chain(Q_G, scale_by_quantized_adam(Q_M, Q_V), add_decayed_weights,
+  scale_by_learning_rate, Q_W)``. With all formats None and no
+  ``moment_storage`` the updates equal ``optax.adam`` bit for bit
+  (``optax.adamw`` when ``weight_decay`` is given and not a literal 0; a
+  traced ``weight_decay`` from ``optax.inject_hyperparams`` always applies the
+  decay term, never a Python branch on its value).
+
+  Args:
+    learning_rate: scalar or schedule.
+    b1, b2, eps: Adam's decay rates and epsilon.
+    nesterov: NAdam-style momentum as in ``optax.adam(nesterov=True)``.
+    weight_decay: decoupled weight decay (AdamW), multiplied by the lr.
+    grads, weights, mu, nu: :class:`~jaxlab.quant.FloatFormat` of each
+      quantized quantity, or None for exact.
+    rounding: "nearest", "stochastic" or "truncate".
+    seed: seed of the stochastic rounding streams (kept in the state).
+    moment_storage: None, "bfloat16", "float8_e4m3fn" or "int8".
+
+  Returns:
+    An ``optax.GradientTransformationExtraArgs``.
+
+  Example:
+    >>> opt = quantized_adam(1e-3, weights=FloatFormat.BF16, nu=FloatFormat(8, 7),
+    ...                      rounding="stochastic")
+    >>> state = opt.init(params)
+    >>> updates, state = opt.update(grads, state, params)
+    >>> params = optax.apply_updates(params, updates)
+
+  References:
+    Tang, Li, Zou, arXiv:2510.21314 (ICLR 2026), Alg. 1.
+  """
+  check_format(grads, "grads")
+  check_format(weights, "weights")
+  rule = scale_by_quantized_adam(
+      b1, b2, eps, nesterov=nesterov, mu=mu, nu=nu, rounding=rounding, seed=seed,
+      moment_storage=moment_storage)
+  decay = () if is_concrete_zero(weight_decay) else (optax.add_decayed_weights(weight_decay),)
+  return optax.chain(
+      quantize_updates(grads, rounding=rounding, seed=seed),
+      rule,
+      *decay,
+      optax.scale_by_learning_rate(learning_rate),
+      quantize_weights(weights, rounding=rounding, seed=seed),
+  )

@@ -1,0 +1,149 @@
+"""Quantization steps as optax transforms: gradients in, weights out.
+
+In the paper's master/worker model (Tang, Li, Zou 2025, Sec. 3) the worker
+computes the gradient at quantized weights ``Q_W(W)``, the master receives a
+quantized gradient ``Q_G(g)``, updates its moments and stores the new weights
+quantized. :func:`quantize_updates` is ``Q_G`` (the first link of a chain) and
+:func:`quantize_weights` is ``Q_W`` (the last link): it rewrites the update so
+that ``optax.apply_updates(params, updates)`` lands on ``Q_W(params + u)``.
+
+Stochastic rounding draws from a PRNG key kept in the state as raw key data
+(``jax.random.key_data``, uint32), so states are plain arrays.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from jaxlab.quant.float_format import FloatFormat, check_rounding, quantize, quantize_tree
+
+# Stream ids folded into the seed, so G, M, V and W draw independent bits.
+STREAM_GRADS, STREAM_MU, STREAM_NU, STREAM_WEIGHTS = 1, 2, 3, 4
+
+
+def check_format(fmt: Any, name: str) -> None:
+  if fmt is not None and not isinstance(fmt, FloatFormat):
+    raise TypeError(f"{name} must be a jaxlab.quant.FloatFormat or None, got {fmt!r}")
+
+
+def init_key_data(seed: jax.typing.ArrayLike, stream: int) -> jax.Array:
+  """Raw uint32 key data for one quantization stream of an optimizer."""
+  return jax.random.key_data(jax.random.fold_in(jax.random.key(seed), stream))
+
+
+def split_leaf_keys(key_data: jax.Array, num_leaves: int) -> tuple[jax.Array, list]:
+  """Advances a raw key and returns ``(new_key_data, one typed key per leaf)``."""
+  key, sub = jax.random.split(jax.random.wrap_key_data(key_data))
+  leaf_keys = list(jax.random.split(sub, max(num_leaves, 1)))[:num_leaves]
+  return jax.random.key_data(key), leaf_keys
+
+
+class QuantizeState(NamedTuple):
+  """State of :func:`quantize_updates` / :func:`quantize_weights`."""
+
+  key: jax.Array  # raw uint32 key data, advanced every step
+
+
+def quantize_updates(
+    fmt: FloatFormat | None, *, rounding: str = "nearest", seed: int = 0
+) -> optax.GradientTransformation:
+  """``Q_G``: rounds every incoming update (gradient) to ``fmt``.
+
+  Args:
+    fmt: the gradient format, or None for the identity.
+    rounding: "nearest", "stochastic" or "truncate".
+    seed: seed of the stochastic-rounding stream.
+
+  Returns:
+    An ``optax.GradientTransformation``; ``fmt=None`` gives ``optax.identity()``.
+  """
+  check_format(fmt, "grads")
+  check_rounding(rounding, need_key=False)
+  if fmt is None:
+    return optax.identity()
+
+  def init_fn(params):
+    del params
+    return QuantizeState(key=init_key_data(seed, STREAM_GRADS))
+
+  def update_fn(updates, state, params=None):
+    del params
+    leaves, treedef = jax.tree.flatten(updates)
+    key, keys = split_leaf_keys(state.key, len(leaves))
+    out = [quantize(g, fmt, rounding=rounding, key=k) for g, k in zip(leaves, keys, strict=True)]
+    return jax.tree.unflatten(treedef, out), QuantizeState(key=key)
+
+  return optax.GradientTransformation(init_fn, update_fn)
+
+
+def quantize_weights(
+    fmt: FloatFormat | None, *, rounding: str = "nearest", seed: int = 0
+) -> optax.GradientTransformation:
+  """``Q_W``: rewrites updates so the new parameters are representable in ``fmt``.
+
+  ``u' = Q_W(p + u) - p``, computed in the parameter dtype, so that
+  ``optax.apply_updates(p, u') = p + u'`` equals ``Q_W(p + u)``. The identity
+  holds exactly whenever ``Q_W(p + u) - p`` is representable in the parameter
+  dtype: always once ``p`` itself is in ``fmt`` and ``fmt`` has at most
+  ``23 - k`` mantissa bits for a ``2**k`` jump in magnitude (for float32 params:
+  every step short of an update that moves a weight by about ``2**(23 - M)``
+  times its size).
+
+  Args:
+    fmt: the weight format, or None for the identity.
+    rounding: "nearest", "stochastic" or "truncate".
+    seed: seed of the stochastic-rounding stream.
+
+  Returns:
+    An ``optax.GradientTransformation`` that needs ``params`` in ``update``.
+  """
+  check_format(fmt, "weights")
+  check_rounding(rounding, need_key=False)
+  if fmt is None:
+    return optax.identity()
+
+  def init_fn(params):
+    del params
+    return QuantizeState(key=init_key_data(seed, STREAM_WEIGHTS))
+
+  def update_fn(updates, state, params=None):
+    if params is None:
+      raise ValueError("quantize_weights needs params: call update(updates, state, params)")
+    leaves, treedef = jax.tree.flatten(updates)
+    p_leaves = treedef.flatten_up_to(params)
+    key, keys = split_leaf_keys(state.key, len(leaves))
+    out = []
+    for u, p, k in zip(leaves, p_leaves, keys, strict=True):
+      target = quantize((p + u).astype(p.dtype), fmt, rounding=rounding, key=k)
+      out.append((target - p).astype(p.dtype))
+    return jax.tree.unflatten(treedef, out), QuantizeState(key=key)
+
+  return optax.GradientTransformation(init_fn, update_fn)
+
+
+def quantize_params(
+    params: Any,
+    fmt: FloatFormat | None,
+    *,
+    rounding: str = "nearest",
+    key: jax.Array | None = None,
+) -> Any:
+  """``Q_W(params)``: the weights the worker evaluates the gradient at.
+
+  Example:
+    >>> grads = jax.grad(loss)(quantize_params(params, FloatFormat(8, 4)), batch)
+  """
+  return quantize_tree(params, fmt, rounding=rounding, key=key)
+
+
+def is_concrete_zero(x: Any) -> bool:
+  """True only for a Python/NumPy number equal to 0 (never for a tracer/array)."""
+  return isinstance(x, (int, float)) and not isinstance(x, bool) and x == 0
+
+
+def tree_size(tree: Any) -> int:
+  return sum(int(jnp.size(x)) for x in jax.tree.leaves(tree))

@@ -1,0 +1,353 @@
+"""Simulated low-precision floating-point formats on a float32 carrier.
+
+A value "in format E?M?" is stored here as an ordinary float32 whose value is
+exactly representable in the target format. Rounding is done with integer
+operations on the float32 bit pattern, so it is exact, keeps the target's
+subnormals (XLA on CPU flushes float subnormals in arithmetic, integer ops are
+unaffected) and agrees bit for bit with ``ml_dtypes`` casts for nearest-even.
+
+The model (IEEE-754-like, as in the paper's analysis):
+
+* ``bias = 2**(E-1) - 1``, smallest normal exponent ``emin = 1 - bias``;
+* subnormals with spacing ``2**(emin - M)``;
+* the top exponent is reserved for inf/nan, so the largest finite value is
+  ``(2 - 2**-M) * 2**bias`` unless ``max_value`` overrides it (float8_e4m3fn
+  uses the top exponent for normals and tops out at 448).
+
+Rounding modes:
+
+* ``"nearest"``: round to nearest, ties to even (IEEE default);
+* ``"stochastic"``: round up with probability equal to the discarded fraction
+  of an ulp, so ``E[Q(x)] = x`` (uniform random bits below the kept mantissa);
+* ``"truncate"``: toward zero.
+
+Overflow saturates to ``+-max_value``; NaN and inf pass through unchanged.
+
+References:
+  Tang, Li, Zou, "A Convergence Analysis of Adaptive Optimizers under
+  Floating-point Quantization", arXiv:2510.21314, ICLR 2026.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, ClassVar
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+ROUNDING_MODES = ("nearest", "stochastic", "truncate")
+
+_SIGN_MASK = 0x80000000
+_ABS_MASK = 0x7FFFFFFF
+_MANT_MASK = 0x007FFFFF
+_IMPLICIT_BIT = 0x00800000
+
+
+def _concrete_int(value: Any, name: str) -> int | None:
+  """Returns ``value`` as a Python int if it is concrete, ``None`` if traced."""
+  if isinstance(value, jax.core.Tracer):
+    return None
+  if isinstance(value, bool) or not isinstance(value, (int, np.integer, np.ndarray, jax.Array)):
+    raise TypeError(f"{name} must be an integer, got {value!r} of type {type(value).__name__}")
+  arr = np.asarray(value)
+  if arr.shape != () or not np.issubdtype(arr.dtype, np.integer):
+    raise TypeError(f"{name} must be an integer scalar, got {value!r}")
+  return int(arr)
+
+
+@dataclasses.dataclass(frozen=True)
+class FloatFormat:
+  """An IEEE-like binary floating-point format with ``exp_bits`` and ``man_bits``.
+
+  Args:
+    exp_bits: exponent width E, 2..8 (float32 carrier).
+    man_bits: explicit mantissa width M, 0..23.
+    max_value: optional largest finite magnitude, overriding the IEEE-like
+      ``(2 - 2**-M) * 2**bias``; must be representable in the format
+      (e.g. 448 for float8_e4m3fn, whose top exponent holds normal numbers).
+
+  Bit widths may also be traced integers (for a sweep vmapped over formats);
+  they are validated only when concrete.
+
+  Example:
+    >>> fmt = FloatFormat(4, 3)            # float8_e4m3 (IEEE-like, max 240)
+    >>> FloatFormat.E4M3FN.max_finite      # 448.0
+  """
+
+  exp_bits: Any
+  man_bits: Any
+  max_value: Any = None
+
+  BF16: ClassVar[FloatFormat]
+  FP16: ClassVar[FloatFormat]
+  E5M2: ClassVar[FloatFormat]
+  E4M3: ClassVar[FloatFormat]
+  E3M4: ClassVar[FloatFormat]
+  E4M3FN: ClassVar[FloatFormat]
+  FP32: ClassVar[FloatFormat]
+
+  def __post_init__(self):
+    e = _concrete_int(self.exp_bits, "exp_bits")
+    m = _concrete_int(self.man_bits, "man_bits")
+    if e is not None and not 2 <= e <= 8:
+      raise ValueError(f"exp_bits must be in 2..8 (float32 carrier), got {e}")
+    if m is not None and not 0 <= m <= 23:
+      raise ValueError(f"man_bits must be in 0..23 (float32 carrier), got {m}")
+    if self.max_value is None or isinstance(self.max_value, jax.core.Tracer):
+      return
+    try:
+      mv = float(self.max_value)
+    except TypeError as err:
+      raise TypeError(f"max_value must be a positive float or None, got {self.max_value!r}") from err
+    if not (math.isfinite(mv) and mv > 0):
+      raise ValueError(f"max_value must be positive and finite, got {mv}")
+    if e is not None and m is not None:
+      emin = 2 - 2 ** (e - 1)
+      exponent = max(math.floor(math.log2(mv)), emin)
+      scaled = mv / 2.0 ** (exponent - m)
+      if not scaled.is_integer() or mv > float(np.finfo(np.float32).max):
+        raise ValueError(
+            f"max_value={mv} is not representable with exp_bits={e}, man_bits={m}"
+        )
+
+  @property
+  def bias(self) -> int:
+    return 2 ** (int(self.exp_bits) - 1) - 1
+
+  @property
+  def max_finite(self) -> float:
+    """Largest finite magnitude (concrete formats only)."""
+    if self.max_value is not None:
+      return float(self.max_value)
+    m = int(self.man_bits)
+    return (2.0 - 2.0**-m) * 2.0**self.bias
+
+  @property
+  def min_normal(self) -> float:
+    return 2.0 ** (1 - self.bias)
+
+  @property
+  def min_subnormal(self) -> float:
+    return 2.0 ** (1 - self.bias - int(self.man_bits))
+
+  def __str__(self) -> str:
+    suffix = "" if self.max_value is None else f"(max={self.max_value})"
+    return f"E{self.exp_bits}M{self.man_bits}{suffix}"
+
+
+FloatFormat.BF16 = FloatFormat(8, 7)
+FloatFormat.FP16 = FloatFormat(5, 10)
+FloatFormat.E5M2 = FloatFormat(5, 2)
+FloatFormat.E4M3 = FloatFormat(4, 3)
+FloatFormat.E3M4 = FloatFormat(3, 4)
+FloatFormat.E4M3FN = FloatFormat(4, 3, max_value=448.0)
+FloatFormat.FP32 = FloatFormat(8, 23)
+
+
+def check_rounding(
+    rounding: str, key: Any = None, *, need_key: bool = True
+) -> None:
+  """Raises ``ValueError`` for an unknown rounding mode or a missing key."""
+  if not isinstance(rounding, str) or rounding not in ROUNDING_MODES:
+    raise ValueError(f"rounding must be one of {ROUNDING_MODES}, got {rounding!r}")
+  if need_key and rounding == "stochastic" and key is None:
+    raise ValueError('rounding="stochastic" requires a PRNG key (key=...)')
+
+
+def _round_shift(v: jax.Array, s: jax.Array, rounding: str, rbits: jax.Array | None):
+  """``round(v / 2**s)`` for uint32 ``v`` and shifts ``0 <= s <= 31``."""
+  one = jnp.uint32(1)
+  mask = (one << s) - one
+  low = v & mask
+  kept = v >> s
+  if rounding == "nearest":
+    half = jnp.where(s > 0, one << (jnp.maximum(s, one) - one), jnp.uint32(0))
+    odd = (kept & one) == one
+    up = (s > 0) & ((low > half) | ((low == half) & odd))
+  elif rounding == "truncate":
+    up = jnp.zeros(v.shape, bool)
+  else:  # stochastic
+    up = (rbits & mask) < low  # P(up) = low / 2**s: unbiased
+  return kept + up.astype(jnp.uint32)
+
+
+def _pow2_bits(k: jax.Array) -> jax.Array:
+  """float32 bits of ``2**(k - 127)`` for a biased exponent ``k >= -22``."""
+  return jnp.where(
+      k >= 1,
+      jnp.maximum(k, 1).astype(jnp.uint32) << 23,
+      jnp.uint32(1) << jnp.clip(k + 22, 0, 22).astype(jnp.uint32),
+  )
+
+
+def quantize_f32(
+    x: jax.Array,
+    exp_bits: jax.Array,
+    man_bits: jax.Array,
+    max_value: jax.Array | None,
+    rounding: str,
+    rbits: jax.Array | None = None,
+) -> jax.Array:
+  """Core rounding of a float32 array with (possibly traced) bit widths.
+
+  Pure ``jnp`` elementwise code with no PRNG inside, so it runs unchanged in a
+  Pallas kernel body. ``rbits`` are uniform uint32 bits of ``x``'s shape,
+  needed only for ``rounding="stochastic"``.
+  """
+  e_bits = jnp.asarray(exp_bits, jnp.int32)
+  m_bits = jnp.asarray(man_bits, jnp.int32)
+  bits = lax.bitcast_convert_type(x, jnp.uint32)
+  sign = bits & jnp.uint32(_SIGN_MASK)
+  a = bits & jnp.uint32(_ABS_MASK)
+  e32 = (a >> 23).astype(jnp.int32)
+  special = e32 == 255  # inf / nan pass through
+
+  bias = (jnp.int32(1) << (e_bits - 1)) - 1
+  emin = 1 - bias
+  e = jnp.maximum(e32, 1) - 127  # unbiased exponent (float32 subnormals: -126)
+  # Bits of float32 mantissa to drop: 23 - M for target normals, more below emin.
+  s = 23 - m_bits + jnp.maximum(emin - e, 0)
+
+  # s <= 22: round the raw magnitude bits. A carry moves into the exponent field
+  # correctly and bit s is the parity of the quantum count, because the
+  # implicit bit 2**23 is an even multiple of 2**s.
+  s_small = jnp.minimum(s, 22).astype(jnp.uint32)
+  res_small = _round_shift(a, s_small, rounding, rbits) << s_small
+  # s >= 23 (M = 0, or |x| below twice the target's smallest subnormal): the
+  # result is 0, 1 or 2 quanta 2**q. Round the full significand (implicit bit
+  # included), whose count parity is what ties-to-even needs.
+  sig = (a & jnp.uint32(_MANT_MASK)) | jnp.where(
+      e32 > 0, jnp.uint32(_IMPLICIT_BIT), jnp.uint32(0)
+  )
+  s_big = jnp.clip(s, 23, 31).astype(jnp.uint32)
+  r_big = _round_shift(sig, s_big, rounding, rbits)
+  r_big = jnp.where(s > 31, jnp.uint32(0), r_big)
+  k = jnp.maximum(e, emin) - m_bits + 127  # biased float32 exponent of the quantum
+  res_big = jnp.where(
+      r_big == 0,
+      jnp.uint32(0),
+      jnp.where(r_big == 1, _pow2_bits(k), _pow2_bits(k + 1)),
+  )
+  res = jnp.where(s <= 22, res_small, res_big)
+
+  if max_value is None:
+    mant_ones = ((jnp.int32(1) << m_bits) - 1) << (23 - m_bits)
+    max_bits = ((bias + 127) << 23) | mant_ones
+    max_f = lax.bitcast_convert_type(max_bits.astype(jnp.uint32), jnp.float32)
+  else:
+    max_f = jnp.asarray(max_value, jnp.float32)
+  res_f = lax.bitcast_convert_type(res, jnp.float32)
+  res_f = jnp.where(res_f > max_f, max_f, res_f)  # saturate (inf included)
+  res = lax.bitcast_convert_type(res_f, jnp.uint32)
+  res = jnp.where(special, a, res) | sign
+  return lax.bitcast_convert_type(res, jnp.float32)
+
+
+def _as_key(key: Any) -> jax.Array:
+  key = jnp.asarray(key) if not isinstance(key, jax.Array) else key
+  if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+    return key
+  return jax.random.wrap_key_data(key.astype(jnp.uint32))
+
+
+def _check_float(x: jax.Array, name: str = "x") -> None:
+  if not jnp.issubdtype(x.dtype, jnp.floating):
+    raise TypeError(f"{name} must have a floating dtype, got {x.dtype}")
+
+
+def quantize_bits(
+    x: jax.typing.ArrayLike,
+    exp_bits: jax.typing.ArrayLike,
+    man_bits: jax.typing.ArrayLike,
+    max_value: jax.typing.ArrayLike | None = None,
+    *,
+    rounding: str = "nearest",
+    key: jax.Array | None = None,
+) -> jax.Array:
+  """Rounds ``x`` to the format with the given (possibly traced) bit widths.
+
+  Like :func:`quantize`, but the format is given as arrays, so a sweep over
+  formats is one compiled function::
+
+      sweep = jax.jit(jax.vmap(lambda m: quantize_bits(x, 8, m)))
+      sweep(jnp.arange(1, 24))  # 23 mantissa widths, one compilation
+
+  Args:
+    x: float array (computed on a float32 carrier, returned in x's dtype).
+    exp_bits: exponent width, 2..8 (int scalar or array; not checked if traced).
+    man_bits: mantissa width, 0..23.
+    max_value: largest finite magnitude, or None for the IEEE-like maximum.
+    rounding: "nearest" (ties to even), "stochastic" or "truncate".
+    key: PRNG key (typed or raw uint32 key data), required for "stochastic".
+
+  Returns:
+    An array of x's shape and dtype with values representable in the format.
+  """
+  check_rounding(rounding, key)
+  x = jnp.asarray(x)
+  _check_float(x)
+  rbits = None
+  if rounding == "stochastic":
+    rbits = jax.random.bits(_as_key(key), x.shape, jnp.uint32)
+  y = quantize_f32(x.astype(jnp.float32), exp_bits, man_bits, max_value, rounding, rbits)
+  return y.astype(x.dtype)
+
+
+def quantize(
+    x: jax.typing.ArrayLike,
+    fmt: FloatFormat,
+    *,
+    rounding: str = "nearest",
+    key: jax.Array | None = None,
+) -> jax.Array:
+  """Rounds ``x`` to values representable in ``fmt``.
+
+  Args:
+    x: float array.
+    fmt: the target :class:`FloatFormat`.
+    rounding: "nearest" (ties to even), "stochastic" (unbiased, needs ``key``)
+      or "truncate" (toward zero).
+    key: PRNG key for stochastic rounding.
+
+  Returns:
+    ``Q(x)``, same shape and dtype as ``x``. Subnormals of ``fmt`` are kept,
+    overflow saturates to ``+-fmt.max_finite``, NaN and inf pass through.
+
+  Example:
+    >>> quantize(jnp.float32(0.1), FloatFormat.BF16)  # 0.10009765625
+  """
+  if not isinstance(fmt, FloatFormat):
+    raise TypeError(f"fmt must be a FloatFormat, got {type(fmt).__name__}")
+  check_rounding(rounding, key)
+  return quantize_bits(
+      x, fmt.exp_bits, fmt.man_bits, fmt.max_value, rounding=rounding, key=key
+  )
+
+
+def quantize_tree(
+    tree: Any,
+    fmt: FloatFormat | None,
+    *,
+    rounding: str = "nearest",
+    key: jax.Array | None = None,
+) -> Any:
+  """Applies :func:`quantize` to every leaf of a pytree (one key per leaf).
+
+  ``fmt=None`` returns the tree unchanged. Used for the paper's master/worker
+  model, where the gradient is evaluated at ``Q_W(W)``.
+  """
+  if fmt is None:
+    return tree
+  if not isinstance(fmt, FloatFormat):
+    raise TypeError(f"fmt must be a FloatFormat or None, got {type(fmt).__name__}")
+  check_rounding(rounding, key)
+  leaves, treedef = jax.tree.flatten(tree)
+  keys = [None] * len(leaves)
+  if rounding == "stochastic":
+    keys = list(jax.random.split(_as_key(key), max(len(leaves), 1)))
+  out = [quantize(x, fmt, rounding=rounding, key=k) for x, k in zip(leaves, keys, strict=False)]
+  return jax.tree.unflatten(treedef, out)
