@@ -6,14 +6,22 @@ from jaxlab.optim.quantized_adam import (
     quantized_adam,
     scale_by_quantized_adam,
 )
+from jaxlab.optim.quantized_muon import (
+    ScaleByQuantizedMuonState,
+    quantized_muon,
+    scale_by_quantized_muon,
+)
 from jaxlab.optim.transforms import quantize_params, quantize_updates, quantize_weights
 
 __all__ = [
     "MOMENT_STORAGES",
     "ScaleByQuantizedAdamState",
+    "ScaleByQuantizedMuonState",
     "quantize_params",
     "quantize_updates",
     "quantize_weights",
     "quantized_adam",
+    "quantized_muon",
     "scale_by_quantized_adam",
+    "scale_by_quantized_muon",
 ]

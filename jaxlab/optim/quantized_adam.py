@@ -14,7 +14,7 @@ and stores them quantized, then stores the new weights quantized:
 
 With every ``Q`` the identity the arithmetic is written exactly as optax's
 ``scale_by_adam`` writes it, so the updates are bit-identical to ``optax.adam``
-(``optax.adamw`` when ``weight_decay`` is not a literal 0).
+(``optax.adamw`` with weight decay).
 
 References:
   Tang, Li, Zou, "A Convergence Analysis of Adaptive Optimizers under
@@ -39,7 +39,6 @@ from jaxlab.optim.transforms import (
     STREAM_NU,
     check_format,
     init_key_data,
-    is_concrete_zero,
     quantize_updates,
     quantize_weights,
     split_leaf_keys,
@@ -243,11 +242,13 @@ def quantized_adam(
   rule = scale_by_quantized_adam(
       b1, b2, eps, nesterov=nesterov, mu=mu, nu=nu, rounding=rounding, seed=seed,
       moment_storage=moment_storage)
-  decay = () if is_concrete_zero(weight_decay) else (optax.add_decayed_weights(weight_decay),)
   return optax.chain(
       quantize_updates(grads, rounding=rounding, seed=seed),
       rule,
-      *decay,
+      # Always present (weight_decay may be a tracer under inject_hyperparams).
+      # With weight_decay = 0 it adds +-0 to an update that is never -0 (m starts
+      # at +0 and +0 + -0 = +0), so the result is still bit-identical to adam.
+      optax.add_decayed_weights(weight_decay),
       optax.scale_by_learning_rate(learning_rate),
       quantize_weights(weights, rounding=rounding, seed=seed),
   )

@@ -138,12 +138,3 @@ def quantize_params(
     >>> grads = jax.grad(loss)(quantize_params(params, FloatFormat(8, 4)), batch)
   """
   return quantize_tree(params, fmt, rounding=rounding, key=key)
-
-
-def is_concrete_zero(x: Any) -> bool:
-  """True only for a Python/NumPy number equal to 0 (never for a tracer/array)."""
-  return isinstance(x, (int, float)) and not isinstance(x, bool) and x == 0
-
-
-def tree_size(tree: Any) -> int:
-  return sum(int(jnp.size(x)) for x in jax.tree.leaves(tree))

@@ -1,0 +1,506 @@
+r"""One fused quantized Adam(W) step as a Pallas kernel, with its jnp reference.
+
+The master update of Tang, Li, Zou (2025), Alg. 1, on flat float32 buffers:
+one pass reads ``w, g, m, v`` (and, for stochastic rounding, four arrays of
+random bits) and writes ``w, m, v``. With step ``t``, ``c_1 = 1 - \beta_1^t``
+and ``c_2 = 1 - \beta_2^t``:
+
+.. math::
+  \hat g &= Q_G(g) \\
+  m_t &= Q_M\big((1 - \beta_1) \hat g + \beta_1 m_{t-1}\big) \\
+  v_t &= Q_V\big((1 - \beta_2) \hat g^2 + \beta_2 v_{t-1}\big) \\
+  u &= \frac{m_t / c_1}{\sqrt{v_t / c_2} + \epsilon} + \lambda w_{t-1} \\
+  w_t &= Q_W\big(w_{t-1} + (-\eta) u\big)
+
+Each line is evaluated in exactly this order (the order of ``optax.adam`` /
+``optax.adamw`` and of :func:`jaxlab.optim.quantized_adam.quantized_adam` with
+``nesterov=False``), so the kernel, the reference and the optax chain agree bit
+for bit on the same backend (see the tests for the one proviso on ``Q_W``).
+
+Layout: the wrapper pads ``N`` to a multiple of ``block_size`` and views the
+buffers as ``(rows, 128)``, so every block is ``(block_size // 128, 128)``: an
+(8, 128)-tiled f32 block for Mosaic (TPU) and a power-of-two block for Triton
+(GPU). Hyperparameters travel as one small float32 array and the format bit
+widths as one small int32 array (in SMEM on TPU), so a new learning rate,
+step or format does not recompile. A format that is off is passed as E8M23
+with the float32 maximum, which :func:`~jaxlab.quant.quantize_f32` maps to
+the identity (tested), so one compiled kernel serves every format choice.
+
+References:
+  Tang, Li, Zou, "A Convergence Analysis of Adaptive Optimizers under
+  Floating-point Quantization", arXiv:2510.21314, ICLR 2026.
+  Kingma, Ba, "Adam: A Method for Stochastic Optimization", arXiv:1412.6980.
+  Loshchilov, Hutter, "Decoupled Weight Decay Regularization",
+  arXiv:1711.05101 (the AdamW decay term).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+
+from jaxlab.quant.float_format import ROUNDING_MODES, FloatFormat, quantize, quantize_f32
+
+LANES = 128  # last dimension of the 2-D view: one TPU lane row, a Triton-friendly width
+_TILE = 8 * LANES  # block sizes are multiples of one (8, 128) float32 tile
+
+# Slots of the float32 hyperparameter array (padded to a power of two for Triton).
+_NEG_LR, _B1, _ONE_MINUS_B1, _B2, _ONE_MINUS_B2, _EPS, _WD, _BC1, _BC2 = range(9)
+_MAX_VALUE = 9  # _MAX_VALUE + k: largest finite value of format k (G, M, V, W)
+_NUM_F = 16
+# int32 array: (exp_bits, man_bits) of G, M, V, W in slots 2k, 2k + 1.
+_NUM_I = 8
+_FORMAT_FIELDS = ("grads", "mu", "nu", "weights")  # format k, in kernel order
+_OFF = (8, 23)  # "no quantization": E8M23 is the identity on float32
+
+
+class QuantFormats(NamedTuple):
+  """Formats of the four quantized quantities; None means exact (float32)."""
+
+  grads: FloatFormat | None = None
+  mu: FloatFormat | None = None
+  nu: FloatFormat | None = None
+  weights: FloatFormat | None = None
+
+
+# ----------------------------------------------------------------------------
+# Argument checks (all on static information: shapes, dtypes, concrete values).
+
+
+def _concrete(value: Any, name: str) -> np.ndarray | None:
+  """``value`` as a NumPy real scalar, or None when it is traced."""
+  if isinstance(value, jax.core.Tracer):
+    if np.shape(value) != ():
+      raise ValueError(f"{name} must be a scalar, got shape {np.shape(value)}")
+    return None
+  if isinstance(value, bool):
+    raise TypeError(f"{name} must be a real number, got {value!r}")
+  try:
+    arr = np.asarray(value)
+  except TypeError as err:
+    raise TypeError(f"{name} must be a real number, got {value!r}") from err
+  if arr.shape != ():
+    raise ValueError(f"{name} must be a scalar, got shape {arr.shape}")
+  if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
+    raise TypeError(f"{name} must be a real number, got {value!r} of dtype {arr.dtype}")
+  return arr
+
+
+def _check_range(value: Any, name: str, lo: float, hi: float, hi_open: bool) -> None:
+  arr = _concrete(value, name)
+  if arr is None:
+    return
+  x = float(arr)
+  ok = lo <= x < hi if hi_open else lo <= x <= hi
+  if not ok:
+    bracket = ")" if hi_open else "]"
+    raise ValueError(f"{name} must be in [{lo}, {hi}{bracket}, got {x}")
+
+
+def _check_step(step: Any) -> None:
+  if isinstance(step, jax.core.Tracer):
+    if np.shape(step) != () or not jnp.issubdtype(step.dtype, jnp.integer):
+      raise TypeError(f"step must be an integer scalar, got {step.dtype}{list(step.shape)}")
+    return
+  arr = _concrete(step, "step")
+  if not np.issubdtype(arr.dtype, np.integer):
+    raise TypeError(f"step must be an integer (1 for the first update), got {step!r}")
+  if int(arr) < 1:
+    raise ValueError(f"step must be >= 1 (1 for the first update), got {int(arr)}")
+
+
+def _check_formats(formats: Any) -> QuantFormats:
+  if formats is None:
+    return QuantFormats()
+  if isinstance(formats, QuantFormats):
+    fmts = formats
+  elif isinstance(formats, Mapping):
+    unknown = sorted(set(formats) - set(_FORMAT_FIELDS))
+    if unknown:
+      raise ValueError(f"formats has unknown keys {unknown}; accepted keys: {_FORMAT_FIELDS}")
+    fmts = QuantFormats(**formats)
+  else:
+    raise TypeError(
+        f"formats must be None, a dict or a QuantFormats with keys {_FORMAT_FIELDS}, "
+        f"got {type(formats).__name__}")
+  for field, fmt in zip(_FORMAT_FIELDS, fmts, strict=True):
+    if fmt is not None and not isinstance(fmt, FloatFormat):
+      raise TypeError(
+          f"formats[{field!r}] must be a jaxlab.quant.FloatFormat or None, got {fmt!r}")
+  return fmts
+
+
+def _check_buffers(p: Any, g: Any, m: Any, v: Any) -> None:
+  shape = None
+  for name, x in (("p", p), ("g", g), ("m", m), ("v", v)):
+    if not hasattr(x, "shape") or not hasattr(x, "dtype"):
+      raise TypeError(f"{name} must be a jax.Array, got {type(x).__name__}")
+    if x.ndim != 1:
+      raise ValueError(f"{name} must be 1-D (a flat buffer), got shape {tuple(x.shape)}")
+    if x.dtype != jnp.float32:
+      raise TypeError(f"{name} must have dtype float32, got {x.dtype}")
+    if shape is None:
+      shape = x.shape
+    elif x.shape != shape:
+      raise ValueError(f"{name} must have the shape of p {tuple(shape)}, got {tuple(x.shape)}")
+
+
+def _check_args(p, g, m, v, step, lr, b1, b2, eps, weight_decay, formats, rounding, key):
+  """Validates everything static; returns the formats as a :class:`QuantFormats`."""
+  if not isinstance(rounding, str) or rounding not in ROUNDING_MODES:
+    raise ValueError(f"rounding must be one of {ROUNDING_MODES}, got {rounding!r}")
+  if rounding == "stochastic" and key is None:
+    raise ValueError('rounding="stochastic" requires a PRNG key (key=...)')
+  _check_buffers(p, g, m, v)
+  _check_step(step)
+  _check_range(lr, "lr", -np.inf, np.inf, hi_open=True)
+  _check_range(b1, "b1", 0.0, 1.0, hi_open=True)
+  _check_range(b2, "b2", 0.0, 1.0, hi_open=True)
+  _check_range(eps, "eps", 0.0, np.inf, hi_open=True)
+  _check_range(weight_decay, "weight_decay", 0.0, np.inf, hi_open=True)
+  return _check_formats(formats)
+
+
+def _check_block_size(block_size: Any) -> None:
+  if isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer)):
+    raise TypeError(f"block_size must be an int, got {block_size!r}")
+  b = int(block_size)
+  if b < _TILE or b % _TILE or b & (b - 1):
+    raise ValueError(
+        f"block_size must be a power of two and a multiple of {_TILE} "
+        f"(8 x 128 float32 tile), got {b}")
+
+
+def _applies_decay(weight_decay: Any) -> bool:
+  """False only for a literal Python/NumPy 0, as ``quantized_adam`` (no Python
+  branch on a traced value: a traced decay always adds the term)."""
+  return not (
+      isinstance(weight_decay, (int, float, np.number))
+      and not isinstance(weight_decay, bool)
+      and weight_decay == 0
+  )
+
+
+# ----------------------------------------------------------------------------
+# Shared scalar helpers (identical expressions in the reference and the kernel path).
+
+
+@functools.partial(jax.jit, inline=True)
+def _bias_correction(decay: jax.Array, count: jax.Array) -> jax.Array:
+  """``1 - decay**count``, written (and jitted) as ``optax.tree.bias_correction``."""
+  return 1 - decay**count
+
+
+def _as_key(key: Any) -> jax.Array:
+  """A typed PRNG key from a typed key or raw uint32 key data."""
+  key = key if isinstance(key, jax.Array) else jnp.asarray(key)
+  if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+    return key
+  return jax.random.wrap_key_data(key.astype(jnp.uint32))
+
+
+def _split_keys(key: Any) -> list[jax.Array]:
+  """Four independent keys, for Q_G, Q_M, Q_V, Q_W in this order."""
+  return list(jax.random.split(_as_key(key), len(_FORMAT_FIELDS)))
+
+
+def _format_arrays(fmt: FloatFormat | None) -> tuple[jax.Array, jax.Array, jax.Array]:
+  """``(exp_bits, man_bits, max_value)`` of a format; None gives the identity E8M23.
+
+  When ``max_value`` is None it is built from the bit widths exactly as
+  :func:`~jaxlab.quant.quantize_f32` builds it, so passing it explicitly does
+  not change a single bit (and bit widths may be traced).
+  """
+  if fmt is None:
+    return (jnp.int32(_OFF[0]), jnp.int32(_OFF[1]),
+            jnp.float32(np.finfo(np.float32).max))
+  e = jnp.asarray(fmt.exp_bits, jnp.int32)
+  m = jnp.asarray(fmt.man_bits, jnp.int32)
+  if fmt.max_value is not None:
+    return e, m, jnp.asarray(fmt.max_value, jnp.float32)
+  bias = (jnp.int32(1) << (e - 1)) - 1
+  mant_ones = ((jnp.int32(1) << m) - 1) << (23 - m)
+  max_bits = ((bias + 127) << 23) | mant_ones
+  return e, m, lax.bitcast_convert_type(max_bits.astype(jnp.uint32), jnp.float32)
+
+
+# ----------------------------------------------------------------------------
+# Reference.
+
+
+def quantized_adam_step_reference(
+    p: jax.Array,
+    g: jax.Array,
+    m: jax.Array,
+    v: jax.Array,
+    *,
+    step: jax.typing.ArrayLike,
+    lr: jax.typing.ArrayLike,
+    b1: jax.typing.ArrayLike = 0.9,
+    b2: jax.typing.ArrayLike = 0.999,
+    eps: jax.typing.ArrayLike = 1e-8,
+    weight_decay: jax.typing.ArrayLike = 0.0,
+    formats: QuantFormats | Mapping[str, FloatFormat | None] | None = None,
+    rounding: str = "nearest",
+    key: jax.Array | None = None,
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+  r"""One quantized Adam(W) step in plain ``jnp`` (the kernel's reference).
+
+  .. math::
+    \hat g = Q_G(g), \quad
+    m_t = Q_M((1 - \beta_1) \hat g + \beta_1 m), \quad
+    v_t = Q_V((1 - \beta_2) \hat g^2 + \beta_2 v), \\
+    w_t = Q_W\Big(w + (-\eta)\Big(\frac{m_t / (1 - \beta_1^t)}
+          {\sqrt{v_t / (1 - \beta_2^t)} + \epsilon} + \lambda w\Big)\Big)
+
+  Args:
+    p, g, m, v: 1-D float32 arrays of one shape: weights, gradient, first and
+      second moments (the moments as stored after the previous step).
+    step: the step count ``t`` of this update, 1 for the first (optax's
+      ``count`` after its increment); int or traced int32 scalar.
+    lr: learning rate ``eta`` (a number: evaluate a schedule before calling).
+    b1, b2, eps: Adam's decay rates and epsilon.
+    weight_decay: decoupled decay ``lambda`` (AdamW); a literal 0 skips the term.
+    formats: :class:`QuantFormats` or dict with keys ``grads``, ``mu``, ``nu``,
+      ``weights``, each a :class:`~jaxlab.quant.FloatFormat` or None (exact).
+    rounding: "nearest", "stochastic" or "truncate", for every quantizer.
+    key: PRNG key (typed or raw key data), required for "stochastic"; split in
+      four for G, M, V, W.
+
+  Returns:
+    ``(p_new, m_new, v_new)``, float32 arrays of ``p``'s shape.
+
+  Example:
+    >>> p, m, v = quantized_adam_step_reference(
+    ...     p, g, m, v, step=1, lr=1e-3, formats={"weights": FloatFormat.BF16})
+
+  References:
+    Tang, Li, Zou, arXiv:2510.21314 (ICLR 2026), Alg. 1.
+  """
+  fmts = _check_args(p, g, m, v, step, lr, b1, b2, eps, weight_decay, formats, rounding, key)
+  keys = _split_keys(key) if rounding == "stochastic" else [None] * 4
+  k_g, k_m, k_v, k_w = keys
+
+  def q(x, fmt, k):
+    return x if fmt is None else quantize(x, fmt, rounding=rounding, key=k)
+
+  count = jnp.asarray(step, jnp.int32)
+  bc1 = _bias_correction(b1, count).astype(jnp.float32)
+  bc2 = _bias_correction(b2, count).astype(jnp.float32)
+  # Alg. 1: gradient, moments, Adam direction, decoupled decay, weight update.
+  gq = q(g, fmts.grads, k_g)
+  m_new = q((1 - b1) * gq + b1 * m, fmts.mu, k_m)
+  v_new = q((1 - b2) * (gq * gq) + b2 * v, fmts.nu, k_v)
+  u = (m_new / bc1) / (jnp.sqrt(v_new / bc2) + eps)
+  if _applies_decay(weight_decay):
+    u = u + weight_decay * p
+  u = (-lr) * u  # optax.scale_by_learning_rate: scale(-lr)
+  p_new = q(p + u, fmts.weights, k_w)
+  return p_new, m_new, v_new
+
+
+# ----------------------------------------------------------------------------
+# Kernel.
+
+
+def _quantized_adam_kernel(f_ref, i_ref, p_ref, g_ref, m_ref, v_ref, *refs,
+                           rounding: str, apply_decay: bool):
+  """One (rows, 128) block: loads w, g, m, v (and random bits), stores w, m, v."""
+  if rounding == "stochastic":
+    bits_refs, (p_out, m_out, v_out) = refs[:4], refs[4:]
+  else:
+    bits_refs, (p_out, m_out, v_out) = (None,) * 4, refs
+
+  def q(x, k):  # Q_k with format k in (G, M, V, W)
+    rbits = None if bits_refs[k] is None else bits_refs[k][...]
+    return quantize_f32(x, i_ref[2 * k], i_ref[2 * k + 1], f_ref[_MAX_VALUE + k],
+                        rounding, rbits)
+
+  p = p_ref[...]
+  # Same expressions, same order as quantized_adam_step_reference.
+  gq = q(g_ref[...], 0)
+  m_new = q(f_ref[_ONE_MINUS_B1] * gq + f_ref[_B1] * m_ref[...], 1)
+  v_new = q(f_ref[_ONE_MINUS_B2] * (gq * gq) + f_ref[_B2] * v_ref[...], 2)
+  u = (m_new / f_ref[_BC1]) / (jnp.sqrt(v_new / f_ref[_BC2]) + f_ref[_EPS])
+  if apply_decay:
+    u = u + f_ref[_WD] * p
+  u = f_ref[_NEG_LR] * u
+  p_out[...] = q(p + u, 3)
+  m_out[...] = m_new
+  v_out[...] = v_new
+
+
+def _default_block_size() -> int:
+  # Not tuned on hardware: 1024 elements per Triton program (4 warps, 8 per
+  # thread), 64K elements per TPU grid step (~256 KiB per buffer in VMEM).
+  return 64 * _TILE if jax.default_backend() == "tpu" else _TILE
+
+
+@functools.partial(
+    jax.jit, static_argnames=("rounding", "apply_decay", "block_size", "interpret"))
+def _pallas_step(p, g, m, v, fscal, iscal, key, *, rounding, apply_decay, block_size,
+                 interpret):
+  n = p.shape[0]
+  padded = pl.cdiv(n, block_size) * block_size
+  rows, block_rows = padded // LANES, block_size // LANES
+
+  def tile(x):
+    return jnp.pad(x, (0, padded - n)).reshape(rows, LANES)
+
+  arrays = [tile(x) for x in (p, g, m, v)]
+  if rounding == "stochastic":
+    # Same draws as quantize(x, fmt, key=k) makes in the reference.
+    arrays += [tile(jax.random.bits(k, (n,), jnp.uint32)) for k in _split_keys(key)]
+
+  on_tpu = jax.default_backend() == "tpu" and not interpret
+  if on_tpu:
+    scalar_specs = [pl.BlockSpec(memory_space=pltpu.SMEM)] * 2
+    compiler_params = pltpu.CompilerParams(dimension_semantics=("parallel",))
+  else:
+    scalar_specs = [pl.BlockSpec((_NUM_F,), lambda i: (0,)),
+                    pl.BlockSpec((_NUM_I,), lambda i: (0,))]
+    compiler_params = None
+  block = pl.BlockSpec((block_rows, LANES), lambda i: (i, 0))
+  out_shape = [jax.ShapeDtypeStruct((rows, LANES), jnp.float32)] * 3
+  kernel = functools.partial(_quantized_adam_kernel, rounding=rounding,
+                             apply_decay=apply_decay)
+  p_new, m_new, v_new = pl.pallas_call(
+      kernel,
+      out_shape=out_shape,
+      grid=(rows // block_rows,),
+      in_specs=scalar_specs + [block] * len(arrays),
+      out_specs=[block] * 3,
+      # p, m, v are updated in place (operand indices count the two scalar arrays).
+      input_output_aliases={2: 0, 4: 1, 5: 2},
+      compiler_params=compiler_params,
+      interpret=interpret,
+      name="quantized_adam_step",
+  )(fscal, iscal, *arrays)
+  return tuple(x.reshape(padded)[:n] for x in (p_new, m_new, v_new))
+
+
+def _f32(x: Any) -> jax.Array:
+  return jnp.asarray(x, jnp.float32)
+
+
+def quantized_adam_step_pallas(
+    p: jax.Array,
+    g: jax.Array,
+    m: jax.Array,
+    v: jax.Array,
+    *,
+    step: jax.typing.ArrayLike,
+    lr: jax.typing.ArrayLike,
+    b1: jax.typing.ArrayLike = 0.9,
+    b2: jax.typing.ArrayLike = 0.999,
+    eps: jax.typing.ArrayLike = 1e-8,
+    weight_decay: jax.typing.ArrayLike = 0.0,
+    formats: QuantFormats | Mapping[str, FloatFormat | None] | None = None,
+    rounding: str = "nearest",
+    key: jax.Array | None = None,
+    block_size: int | None = None,
+    interpret: bool = False,
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+  """The fused Pallas kernel for :func:`quantized_adam_step_reference`.
+
+  Same arguments and result, bit for bit (on one backend), plus:
+
+  Args:
+    block_size: elements per grid step (static), a power of two and a
+      multiple of 1024; None picks a per-backend default. ``N`` need not be a
+      multiple: the buffers are zero-padded and sliced back.
+    interpret: run the kernel with the Pallas interpreter (any backend, CPU
+      included); otherwise it is compiled with Triton (GPU) or Mosaic (TPU).
+
+  Returns:
+    ``(p_new, m_new, v_new)``.
+
+  Example:
+    >>> p, m, v = quantized_adam_step_pallas(
+    ...     p, g, m, v, step=t, lr=1e-3, formats={"nu": FloatFormat.BF16},
+    ...     rounding="stochastic", key=jax.random.key(t), interpret=True)
+  """
+  fmts = _check_args(p, g, m, v, step, lr, b1, b2, eps, weight_decay, formats, rounding, key)
+  if block_size is None:
+    block_size = _default_block_size()
+  _check_block_size(block_size)
+  if not isinstance(interpret, bool):
+    raise TypeError(f"interpret must be a bool, got {interpret!r}")
+  if p.shape[0] == 0:
+    return p, m, v
+
+  count = jnp.asarray(step, jnp.int32)
+  fmt_arrays = [_format_arrays(f) for f in fmts]
+  # (1 - b1) and -lr are formed before the cast, as the reference forms them
+  # (in Python double for Python numbers), so both round to the same float32.
+  fvals = [-lr, b1, 1 - b1, b2, 1 - b2, eps, weight_decay,
+           _bias_correction(b1, count), _bias_correction(b2, count)]
+  fvals += [mx for _, _, mx in fmt_arrays]
+  fscal = jnp.stack([_f32(x) for x in fvals])
+  fscal = jnp.pad(fscal, (0, _NUM_F - fscal.shape[0]))
+  iscal = jnp.stack([b for e, man, _ in fmt_arrays for b in (e, man)])
+  return _pallas_step(
+      p, g, m, v, fscal, iscal, _as_key(key) if rounding == "stochastic" else None,
+      rounding=rounding, apply_decay=_applies_decay(weight_decay),
+      block_size=int(block_size), interpret=interpret)
+
+
+def quantized_adam_step(
+    p: jax.Array,
+    g: jax.Array,
+    m: jax.Array,
+    v: jax.Array,
+    *,
+    step: jax.typing.ArrayLike,
+    lr: jax.typing.ArrayLike,
+    b1: jax.typing.ArrayLike = 0.9,
+    b2: jax.typing.ArrayLike = 0.999,
+    eps: jax.typing.ArrayLike = 1e-8,
+    weight_decay: jax.typing.ArrayLike = 0.0,
+    formats: QuantFormats | Mapping[str, FloatFormat | None] | None = None,
+    rounding: str = "nearest",
+    key: jax.Array | None = None,
+    use_kernel: bool | None = None,
+    block_size: int | None = None,
+    interpret: bool = False,
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+  """One quantized Adam(W) step: the Pallas kernel on GPU/TPU, jnp elsewhere.
+
+  Args:
+    p, g, m, v, step, lr, b1, b2, eps, weight_decay, formats, rounding, key:
+      as in :func:`quantized_adam_step_reference`.
+    use_kernel: force the kernel (True) or the reference (False); None uses
+      the kernel when ``jax.default_backend()`` is "gpu" or "tpu".
+    block_size, interpret: passed to :func:`quantized_adam_step_pallas`.
+
+  Returns:
+    ``(p_new, m_new, v_new)``.
+
+  Example:
+    >>> for t in range(1, 101):
+    ...   g = jax.grad(loss)(p)
+    ...   p, m, v = quantized_adam_step(
+    ...       p, g, m, v, step=t, lr=1e-3, formats={"weights": FloatFormat.BF16})
+
+  References:
+    Tang, Li, Zou, "A Convergence Analysis of Adaptive Optimizers under
+    Floating-point Quantization", arXiv:2510.21314, ICLR 2026.
+  """
+  if use_kernel is None:
+    use_kernel = jax.default_backend() in ("gpu", "tpu", "cuda", "rocm")
+  elif not isinstance(use_kernel, bool):
+    raise TypeError(f"use_kernel must be a bool or None, got {use_kernel!r}")
+  kwargs = dict(step=step, lr=lr, b1=b1, b2=b2, eps=eps, weight_decay=weight_decay,
+                formats=formats, rounding=rounding, key=key)
+  if use_kernel:
+    return quantized_adam_step_pallas(p, g, m, v, block_size=block_size,
+                                      interpret=interpret, **kwargs)
+  return quantized_adam_step_reference(p, g, m, v, **kwargs)

@@ -1,0 +1,133 @@
+"""Optax contract tests for every jaxlab optimizer, after optax/contrib/_common_test.py.
+
+Each optimizer (with and without quantization) must: accept extra args under
+jit without recompiling, work inside optax.chain, optax.inject_hyperparams and
+optax.MultiSteps, preserve the parameter dtype and keep state shapes/dtypes
+stable across steps, and converge on a small problem.
+"""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from jaxlab.optim import quantized_adam, quantized_muon
+from jaxlab.quant import FloatFormat
+
+E8M10 = FloatFormat(8, 10)
+QUANT = dict(grads=E8M10, mu=E8M10, nu=E8M10, weights=FloatFormat(8, 16))
+
+OPTIMIZERS = {
+    "adam": (quantized_adam, dict(learning_rate=1e-2)),
+    "adamw_quant": (quantized_adam, dict(learning_rate=1e-2, weight_decay=1e-4, **QUANT)),
+    "adam_stochastic": (quantized_adam, dict(learning_rate=1e-2, rounding="stochastic",
+                                             seed=3, **QUANT)),
+    "adam_int8": (quantized_adam, dict(learning_rate=1e-2, moment_storage="int8")),
+    "adam_fp8": (quantized_adam, dict(learning_rate=1e-2, moment_storage="float8_e4m3fn")),
+    "muon": (quantized_muon, dict(learning_rate=1e-2)),
+    "muon_quant": (quantized_muon, dict(learning_rate=1e-2, **QUANT)),
+    "muon_bf16": (quantized_muon, dict(learning_rate=1e-2, moment_storage="bfloat16")),
+}
+NAMES = sorted(OPTIMIZERS)
+
+
+def _make(name, **overrides):
+  factory, kwargs = OPTIMIZERS[name]
+  return factory(**{**kwargs, **overrides})
+
+
+def _mixed_problem(dtype=jnp.float32):
+  target = {"m": jnp.array([[1.0, -0.5], [0.25, 2.0]], dtype), "v": jnp.array([1.0, -1.0], dtype)}
+  params = jax.tree.map(jnp.zeros_like, target)
+  loss = lambda p: sum(jnp.sum((a - b) ** 2) for a, b in zip(
+      jax.tree.leaves(p), jax.tree.leaves(target), strict=True))
+  return params, target, loss
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_extra_args_jit_and_no_recompilation(name):
+  opt = _make(name)
+  params, _, loss = _mixed_problem()
+
+  @jax.jit
+  def step(p, s):
+    u, s = opt.update(jax.grad(loss)(p), s, p, unexpected_extra_arg=1)
+    return optax.apply_updates(p, u), s
+
+  p, s = step(params, opt.init(params))
+  p, s = step(p, s)
+  assert step._cache_size() == 1
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_converges_inside_chain(name):
+  opt = optax.chain(optax.clip_by_global_norm(10.0), _make(name, learning_rate=3e-2))
+  params, target, loss = _mixed_problem()
+
+  def body(carry, _):
+    p, s = carry
+    u, s = opt.update(jax.grad(loss)(p), s, p)
+    return (optax.apply_updates(p, u), s), None
+
+  s = optax.tree.map_params(opt, lambda v: v, opt.init(params))
+  (p, _), _ = jax.jit(lambda p, s: jax.lax.scan(body, (p, s), length=600))(params, s)
+  for a, b in zip(jax.tree.leaves(p), jax.tree.leaves(target), strict=True):
+    np.testing.assert_allclose(a, b, atol=5e-2)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_inject_hyperparams_matches(name):
+  factory, kwargs = OPTIMIZERS[name]
+  static = [k for k in ("ns_steps", "seed") if k in kwargs]
+  opt = factory(**kwargs)
+  opt_inject = optax.inject_hyperparams(factory, static_args=static)(**kwargs)
+  params = {"a": -jnp.ones((2, 3)), "b": jnp.ones((5,))}
+  grads = {"a": jnp.ones((2, 3)), "b": -jnp.linspace(0.1, 1.0, 5)}
+  u, s = jax.jit(opt.update)(grads, jax.jit(opt.init)(params), params)
+  ui, si = jax.jit(opt_inject.update)(grads, jax.jit(opt_inject.init)(params), params)
+  chex_close = functools.partial(np.testing.assert_allclose, rtol=1e-5, atol=1e-6)
+  jax.tree.map(chex_close, ui, u)
+  jax.tree.map(lambda a, b: chex_close(np.asarray(a, np.float64), np.asarray(b, np.float64)),
+               si.inner_state, s)
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float32])
+def test_preserve_dtype_and_multisteps(name, dtype):
+  opt = _make(name)
+  params = {"m": jnp.array([[1.0, 2.0], [3.0, 4.0]], dtype), "v": jnp.array([1.0, 2.0], dtype)}
+  grads = jax.grad(lambda p: sum(jnp.sum(x.astype(jnp.float32) ** 2)
+                                 for x in jax.tree.leaves(p)))(params)
+  updates, _ = jax.jit(opt.update)(grads, jax.jit(opt.init)(params), params)
+  for u, p in zip(jax.tree.leaves(updates), jax.tree.leaves(params), strict=True):
+    assert u.dtype == p.dtype
+  multi = optax.MultiSteps(opt, every_k_schedule=4)
+  updates, _ = jax.jit(multi.update)(grads, jax.jit(multi.init)(params), params)
+  for u in jax.tree.leaves(updates):
+    np.testing.assert_array_equal(u, jnp.zeros_like(u))
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("dtype", [jnp.float16, jnp.bfloat16, jnp.float32])
+def test_state_shape_dtype_stability(name, dtype):
+  opt = _make(name)
+  params, _, loss = _mixed_problem(dtype)
+
+  @jax.jit
+  def step(p, s):
+    g = jax.grad(lambda q: loss(q).astype(jnp.float32))(p)
+    cond = jax.random.randint(jax.random.key(0), (), 0, 2) == 0
+    u, s2 = jax.lax.cond(cond, lambda: opt.update(g, s, p), lambda: (p, s))
+    return optax.apply_updates(p, u), s2
+
+  s0 = opt.init(params)
+  p, s = params, s0
+  for _ in range(2):
+    p, s = step(p, s)
+    assert all(leaf.dtype == dtype for leaf in jax.tree.leaves(p))
+  assert jax.tree.structure(s) == jax.tree.structure(s0)
+  for a, b in zip(jax.tree.leaves(s), jax.tree.leaves(s0), strict=True):
+    assert a.shape == b.shape and a.dtype == b.dtype
