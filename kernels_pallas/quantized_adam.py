@@ -12,10 +12,23 @@ and ``c_2 = 1 - \beta_2^t``:
   u &= \frac{m_t / c_1}{\sqrt{v_t / c_2} + \epsilon} + \lambda w_{t-1} \\
   w_t &= Q_W\big(w_{t-1} + (-\eta) u\big)
 
-Each line is evaluated in exactly this order (the order of ``optax.adam`` /
-``optax.adamw`` and of :func:`jaxlab.optim.quantized_adam.quantized_adam` with
-``nesterov=False``), so the kernel, the reference and the optax chain agree bit
-for bit on the same backend (see the tests for the one proviso on ``Q_W``).
+Each line is evaluated in exactly this order, with the scalars formed as
+``optax.adam`` / ``optax.adamw`` and :func:`jaxlab.optim.quantized_adam.
+quantized_adam` (``nesterov=False``) form them, so all three perform the same
+IEEE float32 operations. Two provisos on "bit for bit":
+
+* Compilers (XLA:CPU, XLA:GPU, Triton) may contract ``a * b + c`` into a fused
+  multiply-add, and which product of ``a * b + c * d`` gets contracted depends
+  on the surrounding code. Paths that contract differently differ by one
+  rounding of a product where the products are inexact; the jitted reference
+  and the jitted optax chain agree exactly on CPU, the interpret-mode kernel
+  agrees exactly when the products are exact (dyadic hyperparameters) and
+  within one rounding otherwise (tests).
+* ``quantized_adam``'s ``Q_W`` is an update ``Q_W(w + u) - w`` added back by
+  ``optax.apply_updates``; it lands exactly on ``Q_W(w + u)`` (what the kernel
+  stores) whenever that difference is exact in float32, e.g. whenever ``w``
+  is already in the weight format (see ``jaxlab.optim.transforms.
+  quantize_weights``).
 
 Layout: the wrapper pads ``N`` to a multiple of ``block_size`` and views the
 buffers as ``(rows, 128)``, so every block is ``(block_size // 128, 128)``: an
@@ -179,16 +192,6 @@ def _check_block_size(block_size: Any) -> None:
         f"(8 x 128 float32 tile), got {b}")
 
 
-def _applies_decay(weight_decay: Any) -> bool:
-  """False only for a literal Python/NumPy 0, as ``quantized_adam`` (no Python
-  branch on a traced value: a traced decay always adds the term)."""
-  return not (
-      isinstance(weight_decay, (int, float, np.number))
-      and not isinstance(weight_decay, bool)
-      and weight_decay == 0
-  )
-
-
 # ----------------------------------------------------------------------------
 # Shared scalar helpers (identical expressions in the reference and the kernel path).
 
@@ -212,20 +215,32 @@ def _split_keys(key: Any) -> list[jax.Array]:
   return list(jax.random.split(_as_key(key), len(_FORMAT_FIELDS)))
 
 
-def _format_arrays(fmt: FloatFormat | None) -> tuple[jax.Array, jax.Array, jax.Array]:
-  """``(exp_bits, man_bits, max_value)`` of a format; None gives the identity E8M23.
+def _format_fields(fmt: FloatFormat | None) -> tuple[Any, Any, Any]:
+  """``(exp_bits, man_bits, max_value)`` of a format; None is the identity E8M23.
+
+  The largest finite value is made concrete whenever the bit widths are, so
+  every choice of concrete formats has one pytree structure (one compilation).
+  """
+  if fmt is None:
+    return _OFF[0], _OFF[1], float(np.finfo(np.float32).max)
+  max_value = fmt.max_value
+  traced = any(isinstance(x, jax.core.Tracer) for x in (fmt.exp_bits, fmt.man_bits))
+  if max_value is None and not traced:
+    max_value = fmt.max_finite  # (2 - 2**-M) * 2**bias: exact in float32
+  return fmt.exp_bits, fmt.man_bits, max_value
+
+
+def _format_arrays(exp_bits: Any, man_bits: Any, max_value: Any) -> tuple[jax.Array, ...]:
+  """int32 bit widths and the float32 largest finite value of a format.
 
   When ``max_value`` is None it is built from the bit widths exactly as
   :func:`~jaxlab.quant.quantize_f32` builds it, so passing it explicitly does
   not change a single bit (and bit widths may be traced).
   """
-  if fmt is None:
-    return (jnp.int32(_OFF[0]), jnp.int32(_OFF[1]),
-            jnp.float32(np.finfo(np.float32).max))
-  e = jnp.asarray(fmt.exp_bits, jnp.int32)
-  m = jnp.asarray(fmt.man_bits, jnp.int32)
-  if fmt.max_value is not None:
-    return e, m, jnp.asarray(fmt.max_value, jnp.float32)
+  e = jnp.asarray(exp_bits, jnp.int32)
+  m = jnp.asarray(man_bits, jnp.int32)
+  if max_value is not None:
+    return e, m, jnp.asarray(max_value, jnp.float32)
   bias = (jnp.int32(1) << (e - 1)) - 1
   mant_ones = ((jnp.int32(1) << m) - 1) << (23 - m)
   max_bits = ((bias + 127) << 23) | mant_ones
@@ -268,7 +283,7 @@ def quantized_adam_step_reference(
       ``count`` after its increment); int or traced int32 scalar.
     lr: learning rate ``eta`` (a number: evaluate a schedule before calling).
     b1, b2, eps: Adam's decay rates and epsilon.
-    weight_decay: decoupled decay ``lambda`` (AdamW); a literal 0 skips the term.
+    weight_decay: decoupled decay ``lambda`` (AdamW); 0 gives Adam.
     formats: :class:`QuantFormats` or dict with keys ``grads``, ``mu``, ``nu``,
       ``weights``, each a :class:`~jaxlab.quant.FloatFormat` or None (exact).
     rounding: "nearest", "stochastic" or "truncate", for every quantizer.
@@ -300,8 +315,10 @@ def quantized_adam_step_reference(
   m_new = q((1 - b1) * gq + b1 * m, fmts.mu, k_m)
   v_new = q((1 - b2) * (gq * gq) + b2 * v, fmts.nu, k_v)
   u = (m_new / bc1) / (jnp.sqrt(v_new / bc2) + eps)
-  if _applies_decay(weight_decay):
-    u = u + weight_decay * p
+  # Always added, as quantized_adam does (weight_decay may be traced). With 0
+  # it adds +-0, a no-op unless u is -0 or p is infinite, so formats off and
+  # weight_decay = 0 still give optax.adam.
+  u = u + weight_decay * p
   u = (-lr) * u  # optax.scale_by_learning_rate: scale(-lr)
   p_new = q(p + u, fmts.weights, k_w)
   return p_new, m_new, v_new
@@ -311,8 +328,7 @@ def quantized_adam_step_reference(
 # Kernel.
 
 
-def _quantized_adam_kernel(f_ref, i_ref, p_ref, g_ref, m_ref, v_ref, *refs,
-                           rounding: str, apply_decay: bool):
+def _quantized_adam_kernel(f_ref, i_ref, p_ref, g_ref, m_ref, v_ref, *refs, rounding: str):
   """One (rows, 128) block: loads w, g, m, v (and random bits), stores w, m, v."""
   if rounding == "stochastic":
     bits_refs, (p_out, m_out, v_out) = refs[:4], refs[4:]
@@ -330,8 +346,7 @@ def _quantized_adam_kernel(f_ref, i_ref, p_ref, g_ref, m_ref, v_ref, *refs,
   m_new = q(f_ref[_ONE_MINUS_B1] * gq + f_ref[_B1] * m_ref[...], 1)
   v_new = q(f_ref[_ONE_MINUS_B2] * (gq * gq) + f_ref[_B2] * v_ref[...], 2)
   u = (m_new / f_ref[_BC1]) / (jnp.sqrt(v_new / f_ref[_BC2]) + f_ref[_EPS])
-  if apply_decay:
-    u = u + f_ref[_WD] * p
+  u = u + f_ref[_WD] * p
   u = f_ref[_NEG_LR] * u
   p_out[...] = q(p + u, 3)
   m_out[...] = m_new
@@ -340,14 +355,26 @@ def _quantized_adam_kernel(f_ref, i_ref, p_ref, g_ref, m_ref, v_ref, *refs,
 
 def _default_block_size() -> int:
   # Not tuned on hardware: 1024 elements per Triton program (4 warps, 8 per
-  # thread), 64K elements per TPU grid step (~256 KiB per buffer in VMEM).
-  return 64 * _TILE if jax.default_backend() == "tpu" else _TILE
+  # thread); 16K per TPU grid step (64 KiB per buffer, 11 double-buffered
+  # buffers and the body's temporaries well inside the default scoped VMEM).
+  return 16 * _TILE if jax.default_backend() == "tpu" else _TILE
 
 
 @functools.partial(
-    jax.jit, static_argnames=("rounding", "apply_decay", "block_size", "interpret"))
-def _pallas_step(p, g, m, v, fscal, iscal, key, *, rounding, apply_decay, block_size,
+    jax.jit, static_argnames=("rounding", "block_size", "interpret"))
+def _pallas_step(p, g, m, v, count, hyper, fmt_fields, key, *, rounding, block_size,
                  interpret):
+  """Packs the scalars, tiles the buffers, runs the kernel, untiles."""
+  neg_lr, b1, one_minus_b1, b2, one_minus_b2, eps, weight_decay = hyper
+  fmt_arrays = [_format_arrays(*f) for f in fmt_fields]
+  # Bias corrections from the traced step, as optax.tree.bias_correction forms them.
+  fvals = [neg_lr, b1, one_minus_b1, b2, one_minus_b2, eps, weight_decay,
+           _bias_correction(b1, count), _bias_correction(b2, count)]
+  fvals += [mx for _, _, mx in fmt_arrays]
+  fscal = jnp.stack([jnp.asarray(x, jnp.float32) for x in fvals])
+  fscal = jnp.pad(fscal, (0, _NUM_F - fscal.shape[0]))
+  iscal = jnp.stack([b for e, man, _ in fmt_arrays for b in (e, man)])
+
   n = p.shape[0]
   padded = pl.cdiv(n, block_size) * block_size
   rows, block_rows = padded // LANES, block_size // LANES
@@ -370,8 +397,7 @@ def _pallas_step(p, g, m, v, fscal, iscal, key, *, rounding, apply_decay, block_
     compiler_params = None
   block = pl.BlockSpec((block_rows, LANES), lambda i: (i, 0))
   out_shape = [jax.ShapeDtypeStruct((rows, LANES), jnp.float32)] * 3
-  kernel = functools.partial(_quantized_adam_kernel, rounding=rounding,
-                             apply_decay=apply_decay)
+  kernel = functools.partial(_quantized_adam_kernel, rounding=rounding)
   p_new, m_new, v_new = pl.pallas_call(
       kernel,
       out_shape=out_shape,
@@ -385,10 +411,6 @@ def _pallas_step(p, g, m, v, fscal, iscal, key, *, rounding, apply_decay, block_
       name="quantized_adam_step",
   )(fscal, iscal, *arrays)
   return tuple(x.reshape(padded)[:n] for x in (p_new, m_new, v_new))
-
-
-def _f32(x: Any) -> jax.Array:
-  return jnp.asarray(x, jnp.float32)
 
 
 def quantized_adam_step_pallas(
@@ -411,7 +433,8 @@ def quantized_adam_step_pallas(
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
   """The fused Pallas kernel for :func:`quantized_adam_step_reference`.
 
-  Same arguments and result, bit for bit (on one backend), plus:
+  Same arguments and result (bit for bit up to the compiler's multiply-add
+  contraction, see the module docstring), plus:
 
   Args:
     block_size: elements per grid step (static), a power of two and a
@@ -437,20 +460,14 @@ def quantized_adam_step_pallas(
   if p.shape[0] == 0:
     return p, m, v
 
-  count = jnp.asarray(step, jnp.int32)
-  fmt_arrays = [_format_arrays(f) for f in fmts]
-  # (1 - b1) and -lr are formed before the cast, as the reference forms them
-  # (in Python double for Python numbers), so both round to the same float32.
-  fvals = [-lr, b1, 1 - b1, b2, 1 - b2, eps, weight_decay,
-           _bias_correction(b1, count), _bias_correction(b2, count)]
-  fvals += [mx for _, _, mx in fmt_arrays]
-  fscal = jnp.stack([_f32(x) for x in fvals])
-  fscal = jnp.pad(fscal, (0, _NUM_F - fscal.shape[0]))
-  iscal = jnp.stack([b for e, man, _ in fmt_arrays for b in (e, man)])
+  # (1 - b1) and -lr are formed here, before jit makes Python numbers float32,
+  # so they round exactly as the reference's (and optax's) Python arithmetic.
+  hyper = (-lr, b1, 1 - b1, b2, 1 - b2, eps, weight_decay)
   return _pallas_step(
-      p, g, m, v, fscal, iscal, _as_key(key) if rounding == "stochastic" else None,
-      rounding=rounding, apply_decay=_applies_decay(weight_decay),
-      block_size=int(block_size), interpret=interpret)
+      p, g, m, v, jnp.asarray(step, jnp.int32), hyper,
+      tuple(_format_fields(f) for f in fmts),
+      _as_key(key) if rounding == "stochastic" else None,
+      rounding=rounding, block_size=int(block_size), interpret=interpret)
 
 
 def quantized_adam_step(

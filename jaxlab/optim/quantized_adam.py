@@ -102,7 +102,8 @@ class MomentBuffer:
       q = [x.astype(o.dtype) for x, o in zip(q, old, strict=True)]
       tree = jax.tree.unflatten(treedef, q)
       return tree, None, tree
-    enc = [ms.encode(x, self.storage, self.rounding, k, self.second_moment)
+    # Compact storage always rounds stochastically (see moment_storage).
+    enc = [ms.encode(x, self.storage, "stochastic", k, self.second_moment)
            for x, k in zip(leaves, keys, strict=True)]
     codes = jax.tree.unflatten(treedef, [c for c, _ in enc])
     scales = None if self.storage == "bfloat16" else jax.tree.unflatten(
@@ -136,8 +137,8 @@ def scale_by_quantized_adam(
     rounding: "nearest", "stochastic" or "truncate", for every quantizer.
     seed: seed of the stochastic rounding streams.
     moment_storage: None, "bfloat16", "float8_e4m3fn" or "int8" (block-wise
-      absmax scaled, block 256, second moment stored as sqrt); exclusive with
-      ``mu`` / ``nu``.
+      absmax scaled, block 256, second moment stored as sqrt, always rounded
+      stochastically); exclusive with ``mu`` / ``nu``.
 
   Returns:
     An ``optax.GradientTransformation`` with :class:`ScaleByQuantizedAdamState`.

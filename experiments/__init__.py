@@ -1,0 +1,1 @@
+"""Experiments: `python -m experiments.<name> [--quick]`."""

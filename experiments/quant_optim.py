@@ -1,0 +1,489 @@
+"""Adam and Muon under floating-point quantization: the paper's claims at small scale.
+
+    python -m experiments.quant_optim [--quick] [--out DIR] [--dataset digits|mnist|cifar10]
+
+Parts (Tang, Li, Zou, arXiv:2510.21314, ICLR 2026):
+  1. mantissa sweep M = 1..23 on a chained Rosenbrock over a 4x4 matrix, Adam
+     and Muon, all of G, W, M, V quantized (E = 8 throughout, so only the
+     mantissa matters, as in the theory);
+  2. component ablation {G, W, M, V} x {nearest, stochastic} on a noisy
+     least-squares regression (minibatch 64);
+  3. beta2 sweep with only V quantized on a noiseless least-squares problem;
+  4. the smallest M within 10% of the fp32 loss as the horizon T grows, with
+     a fit of M against log2 T;
+  5. an MLP classifier on real data (scikit-learn digits by default) vs M,
+     plus the compact moment storages (bfloat16 / float8 / int8) against fp32.
+
+Every grid of configurations (mantissas, components, seeds) is one vmapped,
+jitted function: bit widths are traced values, so the sweep compiles once.
+Muon's learning rate is set so its first fp32 update has the same RMS on the
+matrix parameters as Adam's (else weight-storage stagnation, which depends on
+the update size, confounds the comparison).
+
+Writes ``results.json``, PNG figures and ``summary.md`` under ``--out`` and
+prints the summary table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from tqdm.auto import tqdm
+
+from jaxlab.optim import quantize_params, quantized_adam, quantized_muon
+from jaxlab.optim.problems import (
+    DATASETS,
+    load_classification,
+    make_least_squares,
+    mlp_functional,
+    rosenbrock,
+    train,
+)
+from jaxlab.quant import FloatFormat
+
+OFF = 23  # E8M23 is the identity on float32 normals: "not quantized"
+COMPONENTS = ("G", "W", "M", "V")
+EXP_BITS = 8
+
+
+def make_optimizer(
+    name: str, lr: Any, bits: dict[str, Any], *, rounding: str, seed: Any,
+    b2: Any = 0.999, adam_lr: Any = None, moment_storage: str | None = None,
+) -> optax.GradientTransformation:
+  """Adam or Muon with (possibly traced) mantissa widths per component."""
+  fmts = {k: FloatFormat(EXP_BITS, bits[c]) for k, c in
+          (("grads", "G"), ("weights", "W"), ("mu", "M"), ("nu", "V"))}
+  if moment_storage is not None:
+    fmts["mu"] = fmts["nu"] = None
+  if name == "adam":
+    return quantized_adam(lr, b2=b2, rounding=rounding, seed=seed,
+                          moment_storage=moment_storage, **fmts)
+  if name == "muon":
+    return quantized_muon(lr, adam_b2=b2, rounding=rounding, seed=seed,
+                          adam_learning_rate=adam_lr, moment_storage=moment_storage, **fmts)
+  raise ValueError(f"optimizer must be 'adam' or 'muon', got {name!r}")
+
+
+def _matrix_update_rms(opt, params, grads) -> float:
+  updates, _ = opt.update(grads, opt.init(params), params)
+  mats = [u for u in jax.tree.leaves(updates) if u.ndim == 2]
+  return float(jnp.sqrt(jnp.mean(jnp.concatenate([jnp.ravel(u) ** 2 for u in mats]))))
+
+
+def muon_lr_matching_adam(adam_lr: float, params, grads) -> float:
+  """Muon lr whose first update on matrix params has Adam's RMS (fp32)."""
+  r_adam = _matrix_update_rms(quantized_adam(adam_lr), params, grads)
+  r_muon = _matrix_update_rms(quantized_muon(adam_lr), params, grads)
+  return adam_lr * r_adam / r_muon
+
+
+def bits_of(m: Any, components: str = "GWMV") -> dict[str, Any]:
+  return {c: (m if c in components else OFF) for c in COMPONENTS}
+
+
+def sweep(fn: Callable, *axes: jax.Array) -> np.ndarray:
+  """``fn`` vmapped over the outer product of ``axes`` (first axis outermost)."""
+  f = fn
+  for i in reversed(range(len(axes))):
+    in_axes = tuple(0 if j == i else None for j in range(len(axes)))
+    f = jax.vmap(f, in_axes=in_axes)
+  return np.asarray(jax.jit(f)(*axes))
+
+
+# ---------------------------------------------------------------- part 1 / 4
+def rosenbrock_run(name, lr, m, seed, *, steps, rounding="nearest", n=4):
+  """Final Rosenbrock loss for one (mantissa, seed); cosine-decayed lr."""
+  bits = bits_of(m)
+  sched = optax.cosine_decay_schedule(lr, steps)
+  opt = make_optimizer(name, sched, bits, rounding=rounding, seed=seed)
+  key = jax.random.key(seed)
+  x0 = quantize_params(0.5 * jax.random.normal(key, (n, n)), FloatFormat(EXP_BITS, bits["W"]))
+  _, evals = train(opt, lambda p, k: rosenbrock(p), x0, key, steps)
+  return evals[-1]
+
+
+def part_mantissa(cfg, lrs, pbar):
+  ms = jnp.arange(1, 24)
+  seeds = jnp.arange(cfg["seeds"])
+  out = {}
+  for name in ("adam", "muon"):
+    for rounding in ("nearest", "stochastic"):
+      fn = lambda m, s, name=name, rounding=rounding: rosenbrock_run(
+          name, lrs[name], m, s, steps=cfg["rosen_steps"], rounding=rounding)
+      loss = sweep(fn, ms, seeds)  # (23, seeds)
+      out[f"{name}/{rounding}"] = loss.tolist()
+      pbar.update(1)
+  return {"mantissas": ms.tolist(), "final_loss": out, "steps": cfg["rosen_steps"]}
+
+
+def smallest_m_within(loss: np.ndarray, ref: float, tol: float = 0.10) -> int | None:
+  """Smallest M such that this M and every larger one is within tol of ref."""
+  ok = loss <= (1 + tol) * ref
+  for i in range(len(ok)):
+    if ok[i:].all():
+      return i + 1
+  return None
+
+
+def part_horizon(cfg, lrs, pbar):
+  ms = jnp.arange(1, 24)
+  seeds = jnp.arange(cfg["seeds"])
+  out = {}
+  for name in ("adam", "muon"):
+    rows = []
+    for steps in cfg["horizons"]:
+      fn = lambda m, s, name=name, steps=steps: rosenbrock_run(
+          name, lrs[name], m, s, steps=steps)
+      loss = np.median(sweep(fn, ms, seeds), axis=1)
+      rows.append({"T": steps, "loss": loss.tolist(),
+                   "m_star": smallest_m_within(loss, loss[-1])})
+      pbar.update(1)
+    t = np.array([r["T"] for r in rows], float)
+    m_star = np.array([np.nan if r["m_star"] is None else r["m_star"] for r in rows])
+    ok = np.isfinite(m_star)
+    slope, intercept = np.polyfit(np.log2(t[ok]), m_star[ok], 1) if ok.sum() >= 2 else (np.nan,) * 2
+    pred = slope * np.log2(t[ok]) + intercept
+    ss_res = float(np.sum((m_star[ok] - pred) ** 2))
+    ss_tot = float(np.sum((m_star[ok] - m_star[ok].mean()) ** 2))
+    r2 = 1 - ss_res / ss_tot if ss_tot > 0 else float("nan")
+    out[name] = {"rows": rows, "slope_per_doubling": float(slope),
+                 "intercept": float(intercept), "r2": r2}
+  return out
+
+
+# ---------------------------------------------------------------- part 2 / 3
+def least_squares_run(name, lr, m, component, seed, *, problem, steps, rounding,
+                      b2=0.999, batch=None):
+  bits = {c: jnp.where(component == i, m, OFF) for i, c in enumerate(COMPONENTS)}
+  opt = make_optimizer(name, lr, bits, rounding=rounding, seed=seed, b2=b2)
+  n = problem.a.shape[0]
+  if batch is None:
+    loss_fn = lambda w, k: problem.loss(w)
+  else:
+    loss_fn = lambda w, k: problem.loss(w, jax.random.randint(k, (batch,), 0, n))
+  w0 = jnp.zeros((problem.a.shape[1], problem.b.shape[1]))
+  _, evals = train(opt, loss_fn, w0, jax.random.key(seed), steps,
+                   eval_fn=problem.loss)
+  return evals[-1]
+
+
+def part_ablation(cfg, lrs, pbar):
+  problem = make_least_squares(jax.random.key(42), num_rows=1024, dim_in=32, dim_out=16,
+                               noise=0.5)
+  ms = jnp.array(cfg["ablation_mantissas"])
+  comps = jnp.arange(4)
+  seeds = jnp.arange(cfg["seeds"])
+  out = {}
+  for name in ("adam", "muon"):
+    fp32 = []
+    for rounding in ("nearest", "stochastic"):
+      fn = lambda m, c, s, name=name, rounding=rounding: least_squares_run(
+          name, lrs[name + "_ls"], m, c, s, problem=problem, steps=cfg["ls_steps"],
+          rounding=rounding, batch=64)
+      out[f"{name}/{rounding}"] = sweep(fn, ms, comps, seeds).tolist()  # (M, 4, seeds)
+      fp32.append(sweep(fn, jnp.array([OFF]), jnp.array([0]), seeds)[0, 0])
+      pbar.update(1)
+    out[f"{name}/fp32"] = fp32[0].tolist()
+  return {"mantissas": ms.tolist(), "components": list(COMPONENTS), "final_loss": out,
+          "steps": cfg["ls_steps"]}
+
+
+def part_beta2(cfg, lrs, pbar):
+  problem = make_least_squares(jax.random.key(7), num_rows=256, dim_in=32, dim_out=16, noise=0.0)
+  b2s = jnp.array([0.9, 0.99, 0.999, 0.9999])
+  ms = jnp.array([3, 5, 7, 10, 13, 16, 23])
+  seeds = jnp.arange(cfg["seeds"])
+  out = {}
+  for rounding in ("nearest", "stochastic"):
+    fn = lambda b2, m, s, rounding=rounding: least_squares_run(
+        "adam", lrs["adam_ls"], m, jnp.int32(3), s, problem=problem, steps=cfg["ls_steps"],
+        rounding=rounding, b2=b2)
+    out[rounding] = sweep(fn, b2s, ms, seeds).tolist()  # (b2, M, seeds)
+    pbar.update(1)
+  return {"beta2": b2s.tolist(), "mantissas": ms.tolist(), "final_loss": out,
+          "steps": cfg["ls_steps"]}
+
+
+# ---------------------------------------------------------------- part 5
+def part_mlp(cfg, pbar):
+  data = load_classification(cfg["dataset"], max_examples=cfg.get("max_examples"))
+  x_tr, y_tr = jnp.asarray(data.x_train), jnp.asarray(data.y_train)
+  x_te, y_te = jnp.asarray(data.x_test), jnp.asarray(data.y_test)
+  sizes = (x_tr.shape[1], 128, 128, 128, data.num_classes)  # a 4-layer MLP, as the paper
+  apply, params0 = mlp_functional(sizes, 0)
+  adam_lr = cfg["mlp_lr"]
+  g0 = jax.grad(lambda p: optax.softmax_cross_entropy_with_integer_labels(
+      apply(p, x_tr[:256]), y_tr[:256]).mean())(params0)
+  lrs = {"adam": adam_lr, "muon": muon_lr_matching_adam(adam_lr, params0, g0)}
+
+  def xent(p, x, y):
+    return optax.softmax_cross_entropy_with_integer_labels(apply(p, x), y).mean()
+
+  def run(name, m, seed, rounding, storage=None):
+    bits = bits_of(m) if storage is None else bits_of(OFF)
+    opt = make_optimizer(name, lrs[name], bits, rounding=rounding, seed=seed,
+                         adam_lr=adam_lr, moment_storage=storage)
+    params = _reinit(params0, seed, bits["W"])
+    batch_loss = lambda p, k: xent(p, *_batch(k, x_tr, y_tr, 128))
+    p, evals = train(opt, batch_loss, params, jax.random.key(seed), cfg["mlp_steps"],
+                     eval_fn=lambda p: xent(p, x_tr, y_tr))
+    acc = jnp.mean(jnp.argmax(apply(p, x_te), -1) == y_te)
+    return jnp.stack([evals[-1], acc])
+
+  ms = jnp.array(cfg["mlp_mantissas"])
+  seeds = jnp.arange(cfg["seeds"])
+  out = {}
+  for name in ("adam", "muon"):
+    for rounding in ("nearest", "stochastic"):
+      fn = lambda m, s, name=name, rounding=rounding: run(name, m, s, rounding)
+      out[f"{name}/{rounding}"] = sweep(fn, ms, seeds).tolist()  # (M, seeds, 2)
+      pbar.update(1)
+  storage = {}
+  for st in (None, "bfloat16", "float8_e4m3fn", "int8"):
+    fn = lambda s, st=st: run("adam", OFF, s, "nearest", storage=st)
+    storage[str(st)] = sweep(fn, seeds).tolist()  # (seeds, 2)
+  pbar.update(1)
+  return {"dataset": cfg["dataset"], "sizes": list(sizes), "lr": lrs, "mantissas": ms.tolist(),
+          "steps": cfg["mlp_steps"], "loss_acc": out, "storage_adam": storage}
+
+
+def _batch(key, x, y, size):
+  idx = jax.random.randint(key, (size,), 0, x.shape[0])
+  return x[idx], y[idx]
+
+
+def _reinit(params, seed, w_bits):
+  """Fresh scaled-normal weights per seed (vmappable), quantized to W's format."""
+  leaves, treedef = jax.tree.flatten(params)
+  keys = jax.random.split(jax.random.key(seed), len(leaves))
+  new = [jnp.zeros_like(p) if p.ndim == 1 else
+         jax.random.normal(k, p.shape) / jnp.sqrt(p.shape[0]) for p, k in zip(leaves, keys,
+                                                                              strict=True)]
+  return quantize_params(jax.tree.unflatten(treedef, new), FloatFormat(EXP_BITS, w_bits))
+
+
+# ---------------------------------------------------------------- summary
+def summarize(res: dict) -> tuple[list[list[str]], dict]:
+  rows, verdicts = [], {}
+  # Part 1: smallest M within 10% of fp32 on Rosenbrock.
+  p1 = res["mantissa_sweep"]
+  for key, loss in p1["final_loss"].items():
+    med = np.median(np.array(loss), axis=1)
+    m_star = smallest_m_within(med, med[-1])
+    rows.append([f"Rosenbrock {key}", f"M*={m_star}", f"loss M=1: {med[0]:.3g}, M=3: {med[2]:.3g}, "
+                 f"M=7: {med[6]:.3g}, fp32: {med[-1]:.3g}"])
+    verdicts[f"rosenbrock_mstar/{key}"] = m_star
+  # Part 2: sensitivity ordering at the smallest mantissa, nearest rounding.
+  p2 = res["ablation"]
+  for name in ("adam", "muon"):
+    arr = np.median(np.array(p2["final_loss"][f"{name}/nearest"]), axis=-1)  # (M, 4)
+    fp32 = float(np.median(p2["final_loss"][f"{name}/fp32"]))
+    for i, m in enumerate(p2["mantissas"]):
+      ratio = arr[i] / fp32
+      order = "".join(np.array(COMPONENTS)[np.argsort(-ratio)])
+      rows.append([f"Ablation {name} M={m} (nearest)", f"order {' > '.join(order)}",
+                   ", ".join(f"{c}: {r:.2f}x" for c, r in zip(COMPONENTS, ratio, strict=True))])
+      verdicts[f"ablation_order/{name}/M{m}"] = order
+    st = np.median(np.array(p2["final_loss"][f"{name}/stochastic"]), axis=-1)
+    rows.append([f"Ablation {name} M={p2['mantissas'][0]} (stochastic)", "",
+                 ", ".join(f"{c}: {r:.2f}x" for c, r in zip(COMPONENTS, st[0] / fp32,
+                                                              strict=True))])
+  # Part 3: beta2 effect with only V quantized.
+  p3 = res["beta2"]
+  near = np.median(np.array(p3["final_loss"]["nearest"]), axis=-1)  # (b2, M)
+  sto = np.median(np.array(p3["final_loss"]["stochastic"]), axis=-1)
+  i7 = p3["mantissas"].index(7)
+  for j, b2 in enumerate(p3["beta2"]):
+    rows.append([f"V only, beta2={b2:g}", f"M=7 near {near[j, i7]:.2g}",
+                 f"fp32 {near[j, -1]:.2g}, M=7 stochastic {sto[j, i7]:.2g}"])
+  # Part 4: M* vs log T.
+  for name, r in res["horizon"].items():
+    ms_ = [row["m_star"] for row in r["rows"]]
+    rows.append([f"M* vs T ({name})", f"slope {r['slope_per_doubling']:.2f}/doubling, "
+                 f"R2 {r['r2']:.2f}", f"T={[row['T'] for row in r['rows']]} M*={ms_}"])
+    verdicts[f"horizon_slope/{name}"] = r["slope_per_doubling"]
+  # Part 5: MLP.
+  p5 = res["mlp"]
+  for key, arr in p5["loss_acc"].items():
+    a = np.array(arr)  # (M, seeds, 2)
+    acc = a[..., 1].mean(-1)
+    loss = np.median(a[..., 0], -1)
+    m_star = smallest_m_within(loss, loss[-1])
+    rows.append([f"MLP {p5['dataset']} {key}", f"M*={m_star}",
+                 "acc " + ", ".join(f"M{m}:{x:.3f}" for m, x in zip(p5["mantissas"], acc,
+                                                                   strict=True))])
+    verdicts[f"mlp_mstar/{key}"] = m_star
+  base = np.array(p5["storage_adam"]["None"])
+  for st, arr in p5["storage_adam"].items():
+    a = np.array(arr)
+    ratio = float(np.mean(a[:, 0]) / np.mean(base[:, 0]))
+    rows.append([f"MLP Adam storage={st}", f"loss {ratio:.3f}x fp32",
+                 f"acc {a[:, 1].mean():.3f} +- {a[:, 1].std():.3f}"])
+    verdicts[f"storage_loss_ratio/{st}"] = ratio
+  return rows, verdicts
+
+
+def format_table(rows: list[list[str]]) -> str:
+  lines = ["| result | headline | detail |", "|---|---|---|"]
+  lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
+  return "\n".join(lines)
+
+
+def plot(res: dict, out: str) -> list[str]:
+  import matplotlib
+
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+
+  paths = []
+  p1 = res["mantissa_sweep"]
+  fig, ax = plt.subplots(figsize=(6, 4))
+  for key, loss in p1["final_loss"].items():
+    ax.semilogy(p1["mantissas"], np.median(np.array(loss), 1), marker="o", ms=3, label=key)
+  ax.set(xlabel="mantissa bits M (G, W, M, V quantized)", ylabel="final Rosenbrock loss",
+         title=f"Mantissa sweep, T={p1['steps']}")
+  ax.legend()
+  paths.append(_save(fig, out, "mantissa_sweep.png"))
+
+  p2 = res["ablation"]
+  fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+  for ax, name in zip(axes, ("adam", "muon"), strict=True):
+    fp32 = float(np.median(p2["final_loss"][f"{name}/fp32"]))
+    width = 0.8 / (2 * len(p2["mantissas"]))
+    for r_i, rounding in enumerate(("nearest", "stochastic")):
+      arr = np.median(np.array(p2["final_loss"][f"{name}/{rounding}"]), -1) / fp32
+      for i, m in enumerate(p2["mantissas"]):
+        off = (r_i * len(p2["mantissas"]) + i) * width
+        ax.bar(np.arange(4) + off, arr[i], width, label=f"{rounding} M={m}")
+    ax.set_yscale("log")
+    ax.axhline(1.0, color="k", lw=0.8)
+    ax.set_xticks(np.arange(4) + 0.4 - width / 2, COMPONENTS)
+    ax.set(title=f"{name}: one component quantized", ylabel="final loss / fp32")
+  axes[1].legend(fontsize=7)
+  paths.append(_save(fig, out, "component_ablation.png"))
+
+  p3 = res["beta2"]
+  fig, ax = plt.subplots(figsize=(6, 4))
+  for rounding, ls in (("nearest", "-"), ("stochastic", "--")):
+    arr = np.median(np.array(p3["final_loss"][rounding]), -1)
+    for j, b2 in enumerate(p3["beta2"]):
+      ax.semilogy(p3["mantissas"], np.maximum(arr[j], 1e-16), ls, marker="o", ms=3,
+                  color=f"C{j}", label=f"b2={b2:g} {rounding}")
+  ax.set(xlabel="mantissa bits of V", ylabel="final loss (noiseless LS)",
+         title="Only V quantized")
+  ax.legend(fontsize=7)
+  paths.append(_save(fig, out, "beta2_sweep.png"))
+
+  fig, ax = plt.subplots(figsize=(6, 4))
+  for name, r in res["horizon"].items():
+    t = np.array([row["T"] for row in r["rows"]], float)
+    m = np.array([np.nan if row["m_star"] is None else row["m_star"] for row in r["rows"]])
+    ax.plot(np.log2(t), m, "o", label=f"{name} (measured)")
+    ax.plot(np.log2(t), r["slope_per_doubling"] * np.log2(t) + r["intercept"], "-",
+            label=f"{name} fit: {r['slope_per_doubling']:.2f} per doubling")
+  ax.set(xlabel="log2 T", ylabel="smallest M within 10% of fp32", title="Precision vs horizon")
+  ax.legend()
+  paths.append(_save(fig, out, "mantissa_vs_horizon.png"))
+
+  p5 = res["mlp"]
+  fig, ax = plt.subplots(figsize=(6, 4))
+  for key, arr in p5["loss_acc"].items():
+    ax.plot(p5["mantissas"], np.array(arr)[..., 1].mean(-1), marker="o", ms=3, label=key)
+  ax.set(xlabel="mantissa bits M", ylabel="test accuracy",
+         title=f"MLP on {p5['dataset']}, T={p5['steps']}")
+  ax.legend()
+  paths.append(_save(fig, out, "mlp_accuracy.png"))
+  return paths
+
+
+def _save(fig, out, name):
+  path = os.path.join(out, name)
+  fig.tight_layout()
+  fig.savefig(path, dpi=120)
+  import matplotlib.pyplot as plt
+
+  plt.close(fig)
+  return path
+
+
+CONFIGS = {
+    "quick": dict(seeds=2, rosen_steps=1000, horizons=[250, 500, 1000, 2000],
+                  ablation_mantissas=[1, 4, 7], ls_steps=1000, mlp_steps=400,
+                  mlp_mantissas=[1, 2, 3, 4, 5, 7, 10, 23], mlp_lr=1e-3),
+    "full": dict(seeds=5, rosen_steps=4000, horizons=[250, 500, 1000, 2000, 4000, 8000, 16000],
+                 ablation_mantissas=[1, 4, 7], ls_steps=2000, mlp_steps=2000,
+                 mlp_mantissas=[1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 23], mlp_lr=1e-3),
+}
+
+
+def main(argv: list[str] | None = None) -> dict:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--quick", action="store_true", help="smoke scale (< 5 min on 2 cores)")
+  parser.add_argument("--out", default="results/quant_optim", help="output folder")
+  parser.add_argument("--dataset", default="digits", choices=DATASETS,
+                      help="MLP data; mnist/cifar10 need TFDS data prepared locally")
+  parser.add_argument("--max-examples", type=int, default=None, help="cap per TFDS split")
+  parser.add_argument("--seeds", type=int, default=None, help="override the number of seeds")
+  args = parser.parse_args(argv)
+  cfg = dict(CONFIGS["quick" if args.quick else "full"], dataset=args.dataset,
+             max_examples=args.max_examples)
+  if args.seeds is not None:
+    if args.seeds < 1:
+      raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
+    cfg["seeds"] = args.seeds
+  os.makedirs(args.out, exist_ok=True)
+  start = time.time()
+
+  # Learning rates: Adam fixed, Muon matched in update RMS on each problem.
+  x0 = 0.5 * jax.random.normal(jax.random.key(0), (4, 4))
+  lrs = {"adam": 1e-2, "muon": muon_lr_matching_adam(1e-2, x0, jax.grad(rosenbrock)(x0))}
+  ls = make_least_squares(jax.random.key(42), num_rows=1024, dim_in=32, dim_out=16, noise=0.5)
+  w0 = jnp.zeros((32, 16))
+  lrs["adam_ls"] = 1e-2
+  lrs["muon_ls"] = muon_lr_matching_adam(1e-2, w0, jax.grad(ls.loss)(w0))
+
+  res: dict[str, Any] = {"config": cfg, "learning_rates": lrs}
+  total = 4 + 2 * len(cfg["horizons"]) + 4 + 2 + 5
+  with tqdm(total=total, desc="quant_optim", unit="sweep") as pbar:
+    res["mantissa_sweep"] = part_mantissa(cfg, lrs, pbar)
+    res["ablation"] = part_ablation(cfg, lrs, pbar)
+    res["beta2"] = part_beta2(cfg, lrs, pbar)
+    res["horizon"] = part_horizon(cfg, lrs, pbar)
+    res["mlp"] = part_mlp(cfg, pbar)
+  res["wall_time_s"] = time.time() - start
+  rows, verdicts = summarize(res)
+  res["summary"] = verdicts
+  res["figures"] = plot(res, args.out)
+  res["machine"] = {"backend": jax.default_backend(), "devices": [str(d) for d in jax.devices()],
+                    "jax": jax.__version__, "optax": optax.__version__}
+  table = format_table(rows)
+  with open(os.path.join(args.out, "results.json"), "w") as f:
+    json.dump(res, f, indent=1, default=_json_default)
+  with open(os.path.join(args.out, "summary.md"), "w") as f:
+    f.write(f"# quant_optim ({'quick' if args.quick else 'full'}), "
+            f"{res['wall_time_s']:.0f} s\n\n{table}\n")
+  print(table)
+  print(f"\nwall time {res['wall_time_s']:.1f} s; results in {args.out}")
+  return res
+
+
+def _json_default(x):
+  if isinstance(x, (np.floating, np.integer)):
+    return x.item()
+  if isinstance(x, float) and math.isnan(x):
+    return None
+  raise TypeError(type(x))
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,1 @@
+"""Pallas kernels, each with a jitted wrapper and a plain-jnp reference."""
