@@ -199,7 +199,7 @@ def part_ablation(cfg, lrs, pbar):
 
 
 def part_beta2(cfg, lrs, pbar):
-  problem = make_least_squares(jax.random.key(7), num_rows=256, dim_in=32, dim_out=16, noise=0.0)
+  problem = make_least_squares(jax.random.key(7), num_rows=1024, dim_in=32, dim_out=16, noise=0.0)
   b2s = jnp.array([0.9, 0.99, 0.999, 0.9999])
   ms = jnp.array([3, 5, 7, 10, 13, 16, 23])
   seeds = jnp.arange(cfg["seeds"])

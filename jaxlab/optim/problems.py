@@ -51,10 +51,14 @@ class LeastSquares(NamedTuple):
 def make_least_squares(
     key: jax.Array, num_rows: int = 256, dim_in: int = 32, dim_out: int = 16, noise: float = 0.0
 ) -> LeastSquares:
-  """A random regression problem (noise 0: the optimum has loss 0)."""
+  """A random regression problem (noise 0: the optimum has loss 0).
+
+  ``A`` and ``W*`` are standard normal, so the solution's entries are O(1)
+  (weight quantization then acts at a realistic relative scale).
+  """
   k1, k2, k3 = jax.random.split(key, 3)
   a = jax.random.normal(k1, (num_rows, dim_in))
-  w_star = jax.random.normal(k2, (dim_in, dim_out)) / jnp.sqrt(dim_in)
+  w_star = jax.random.normal(k2, (dim_in, dim_out))
   b = a @ w_star + noise * jax.random.normal(k3, (num_rows, dim_out))
   return LeastSquares(a, b)
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 import jax
-import jax.numpy as jnp
 import optax
 
 from jaxlab.quant.float_format import FloatFormat, check_rounding, quantize, quantize_tree

@@ -102,7 +102,8 @@ class FloatFormat:
     try:
       mv = float(self.max_value)
     except TypeError as err:
-      raise TypeError(f"max_value must be a positive float or None, got {self.max_value!r}") from err
+      raise TypeError(
+          f"max_value must be a positive float or None, got {self.max_value!r}") from err
     if not (math.isfinite(mv) and mv > 0):
       raise ValueError(f"max_value must be positive and finite, got {mv}")
     if e is not None and m is not None:
