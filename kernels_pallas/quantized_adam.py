@@ -60,7 +60,13 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
-from jaxlab.quant.float_format import ROUNDING_MODES, FloatFormat, quantize, quantize_f32
+from jaxlab.quant.float_format import (
+    ROUNDING_MODES,
+    FloatFormat,
+    quantize,
+    quantize_f32,
+    random_bits,
+)
 
 LANES = 128  # last dimension of the 2-D view: one TPU lane row, a Triton-friendly width
 _TILE = 8 * LANES  # block sizes are multiples of one (8, 128) float32 tile
@@ -385,7 +391,7 @@ def _pallas_step(p, g, m, v, count, hyper, fmt_fields, key, *, rounding, block_s
   arrays = [tile(x) for x in (p, g, m, v)]
   if rounding == "stochastic":
     # Same draws as quantize(x, fmt, key=k) makes in the reference.
-    arrays += [tile(jax.random.bits(k, (n,), jnp.uint32)) for k in _split_keys(key)]
+    arrays += [tile(random_bits(k, (n,))) for k in _split_keys(key)]
 
   on_tpu = jax.default_backend() == "tpu" and not interpret
   if on_tpu:

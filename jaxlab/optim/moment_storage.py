@@ -37,7 +37,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxlab.quant.float_format import FloatFormat, quantize_f32
+from jaxlab.quant.float_format import FloatFormat, quantize_f32, random_bits
 
 MOMENT_STORAGES = (None, "bfloat16", "float8_e4m3fn", "int8")
 BLOCK_SIZE = 256
@@ -78,14 +78,15 @@ def _unblocks(b: jax.Array, like: jax.Array) -> jax.Array:
 
 def _round_to_int(y: jax.Array, rounding: str, key: jax.Array | None) -> jax.Array:
   if rounding == "stochastic":
-    return jnp.floor(y + jax.random.uniform(key, y.shape))
+    u = (random_bits(key, y.shape) >> 8).astype(jnp.float32) * (2.0**-24)  # [0, 1)
+    return jnp.floor(y + u)
   if rounding == "truncate":
     return jnp.trunc(y)
   return jnp.round(y)  # ties to even
 
 
 def _rbits(rounding: str, key: jax.Array | None, shape) -> jax.Array | None:
-  return jax.random.bits(key, shape, jnp.uint32) if rounding == "stochastic" else None
+  return random_bits(key, shape) if rounding == "stochastic" else None
 
 
 def encode(

@@ -35,13 +35,14 @@ import optax
 
 from jaxlab.optim import moment_storage as ms
 from jaxlab.optim.transforms import (
-    STREAM_MU,
-    STREAM_NU,
-    check_format,
-    init_key_data,
-    quantize_updates,
-    quantize_weights,
-    split_leaf_keys,
+  STREAM_MU,
+  STREAM_NU,
+  add_decayed_weights,
+  check_format,
+  init_key_data,
+  quantize_updates,
+  quantize_weights,
+  split_leaf_keys,
 )
 from jaxlab.quant.float_format import FloatFormat, check_rounding, quantize
 
@@ -159,9 +160,10 @@ def scale_by_quantized_adam(
   def update_fn(updates, state, params=None):
     del params
     n = len(jax.tree.leaves(updates))
-    key, leaf_keys = split_leaf_keys(state.key, n)
-    mu_keys = [jax.random.fold_in(k, STREAM_MU) for k in leaf_keys]
-    nu_keys = [jax.random.fold_in(k, STREAM_NU) for k in leaf_keys]
+    needs_key = rounding == "stochastic" or moment_storage is not None
+    key, leaf_keys = split_leaf_keys(state.key, n, needs_key)
+    mu_keys = [k if k is None else jax.random.fold_in(k, STREAM_MU) for k in leaf_keys]
+    nu_keys = [k if k is None else jax.random.fold_in(k, STREAM_NU) for k in leaf_keys]
     mu_prev = mu_buf.load(state.mu, state.mu_scale, updates)
     nu_prev = nu_buf.load(state.nu, state.nu_scale, updates)
     # Moment updates, written as optax.tree.update_moment(_per_elem_norm) does.
@@ -246,10 +248,10 @@ def quantized_adam(
   return optax.chain(
       quantize_updates(grads, rounding=rounding, seed=seed),
       rule,
-      # Always present (weight_decay may be a tracer under inject_hyperparams).
-      # With weight_decay = 0 it adds +-0 to an update that is never -0 (m starts
-      # at +0 and +0 + -0 = +0), so the result is still bit-identical to adam.
-      optax.add_decayed_weights(weight_decay),
+      # Always in the chain (one state structure; weight_decay may be a tracer
+      # under inject_hyperparams), a no-op for a literal 0. A traced 0 adds +-0
+      # to an update that is never -0, so it stays bit-identical to adam.
+      add_decayed_weights(weight_decay),
       optax.scale_by_learning_rate(learning_rate),
       quantize_weights(weights, rounding=rounding, seed=seed),
   )

@@ -46,6 +46,7 @@ from jaxlab.optim import moment_storage as ms
 from jaxlab.optim.quantized_adam import MomentBuffer, scale_by_quantized_adam
 from jaxlab.optim.transforms import (
     STREAM_MU,
+    add_decayed_weights,
     check_format,
     init_key_data,
     quantize_updates,
@@ -116,7 +117,8 @@ def scale_by_quantized_muon(
 
   def update_fn(updates, state, params=None):
     del params
-    key, leaf_keys = split_leaf_keys(state.key, len(jax.tree.leaves(updates)))
+    needs_key = rounding == "stochastic" or moment_storage is not None
+    key, leaf_keys = split_leaf_keys(state.key, len(jax.tree.leaves(updates)), needs_key)
     mu_prev = buf.load(state.mu, state.mu_scale, updates)
     mu_new = jax.tree.map(lambda g, t: (1 - beta) * (g**1) + beta * t, updates, mu_prev)
     mu_codes, mu_scale, mu_t = buf.store(mu_new, leaf_keys, state.mu)
@@ -203,14 +205,14 @@ def quantized_muon(
           ns_coeffs, ns_steps, beta, eps, nesterov=nesterov, mu=mu, rounding=rounding,
           seed=seed, moment_storage=moment_storage),
       scale_by_shape(weight_dimension_numbers=_muon_dim_nums),
-      optax.add_decayed_weights(weight_decay),
+      add_decayed_weights(weight_decay),
       optax.scale_by_learning_rate(learning_rate),
   )
   adam_part = optax.chain(
       scale_by_quantized_adam(
           adam_b1, adam_b2, eps, nesterov=nesterov, mu=mu, nu=nu, rounding=rounding,
           seed=seed, moment_storage=moment_storage),
-      optax.add_decayed_weights(adam_weight_decay),
+      add_decayed_weights(adam_weight_decay),
       optax.scale_by_learning_rate(adam_learning_rate),
   )
   return optax.chain(

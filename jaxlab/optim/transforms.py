@@ -34,8 +34,16 @@ def init_key_data(seed: jax.typing.ArrayLike, stream: int) -> jax.Array:
   return jax.random.key_data(jax.random.fold_in(jax.random.key(seed), stream))
 
 
-def split_leaf_keys(key_data: jax.Array, num_leaves: int) -> tuple[jax.Array, list]:
-  """Advances a raw key and returns ``(new_key_data, one typed key per leaf)``."""
+def split_leaf_keys(
+    key_data: jax.Array, num_leaves: int, needed: bool = True
+) -> tuple[jax.Array, list]:
+  """Advances a raw key and returns ``(new_key_data, one typed key per leaf)``.
+
+  With ``needed=False`` (deterministic rounding) the key is passed through and
+  the leaf keys are None, so no random work is traced.
+  """
+  if not needed:
+    return key_data, [None] * num_leaves
   key, sub = jax.random.split(jax.random.wrap_key_data(key_data))
   leaf_keys = list(jax.random.split(sub, max(num_leaves, 1)))[:num_leaves]
   return jax.random.key_data(key), leaf_keys
@@ -72,7 +80,7 @@ def quantize_updates(
   def update_fn(updates, state, params=None):
     del params
     leaves, treedef = jax.tree.flatten(updates)
-    key, keys = split_leaf_keys(state.key, len(leaves))
+    key, keys = split_leaf_keys(state.key, len(leaves), rounding == "stochastic")
     out = [quantize(g, fmt, rounding=rounding, key=k) for g, k in zip(leaves, keys, strict=True)]
     return jax.tree.unflatten(treedef, out), QuantizeState(key=key)
 
@@ -114,7 +122,7 @@ def quantize_weights(
       raise ValueError("quantize_weights needs params: call update(updates, state, params)")
     leaves, treedef = jax.tree.flatten(updates)
     p_leaves = treedef.flatten_up_to(params)
-    key, keys = split_leaf_keys(state.key, len(leaves))
+    key, keys = split_leaf_keys(state.key, len(leaves), rounding == "stochastic")
     out = []
     for u, p, k in zip(leaves, p_leaves, keys, strict=True):
       target = quantize((p + u).astype(p.dtype), fmt, rounding=rounding, key=k)
@@ -122,6 +130,27 @@ def quantize_weights(
     return jax.tree.unflatten(treedef, out), QuantizeState(key=key)
 
   return optax.GradientTransformation(init_fn, update_fn)
+
+
+def add_decayed_weights(weight_decay: jax.typing.ArrayLike) -> optax.GradientTransformation:
+  """``u + weight_decay * p``, skipped for a literal Python 0.
+
+  Like ``optax.add_decayed_weights`` (same ``EmptyState``, so the state has
+  one structure whatever the value), but a concrete ``weight_decay == 0``
+  costs nothing. A traced value (``optax.inject_hyperparams``) always applies
+  the term: the only Python branch is on the argument's type, never on a
+  traced number.
+  """
+  inner = optax.add_decayed_weights(weight_decay)
+  literal_zero = (isinstance(weight_decay, (int, float)) and not isinstance(weight_decay, bool)
+                  and weight_decay == 0)
+
+  def update_fn(updates, state, params=None):
+    if literal_zero:
+      return updates, state
+    return inner.update(updates, state, params)
+
+  return optax.GradientTransformation(inner.init, update_fn)
 
 
 def quantize_params(

@@ -7,6 +7,7 @@ from jaxlab.quant.float_format import (
     quantize_bits,
     quantize_f32,
     quantize_tree,
+    random_bits,
 )
 
 __all__ = [
@@ -16,4 +17,5 @@ __all__ = [
     "quantize_bits",
     "quantize_f32",
     "quantize_tree",
+    "random_bits",
 ]

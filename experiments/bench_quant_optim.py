@@ -1,0 +1,159 @@
+"""Step time and state memory of quantized Adam against optax.adam, in one run.
+
+    python -m experiments.bench_quant_optim [--quick] [--out DIR]
+
+On one ~1M-parameter MLP (784-1024-256-10, minibatch 128) it times
+
+* the optimizer step alone (``opt.update`` + ``optax.apply_updates`` on fixed
+  gradients), and
+* the whole training step (forward, backward, optimizer),
+
+for ``optax.adam`` and ``quantized_adam`` without quantization, with simulated
+G+M+V+W (nearest and stochastic) and with each ``moment_storage``; prints
+ratios to ``optax.adam`` and the optimizer-state bytes as ratios. On GPU/TPU
+it also times the fused Pallas kernel (``kernels_pallas.quantized_adam``) on
+the flattened parameters. Targets (issue 2): no-quantization path within 1.1x
+of ``optax.adam``; G+M+V+W simulation at most 2x (aim 1.5x).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from jaxlab.optim import quantized_adam
+from jaxlab.optim.problems import mlp_functional
+from jaxlab.quant import FloatFormat
+
+SIZES = (784, 1024, 256, 10)
+BF16 = FloatFormat.BF16
+SIM = dict(grads=BF16, weights=BF16, mu=FloatFormat(8, 3), nu=FloatFormat(8, 3))
+CONFIGS = {
+    "optax.adam": lambda: optax.adam(1e-3),
+    "quantized_adam (none)": lambda: quantized_adam(1e-3),
+    "G+M+V+W nearest": lambda: quantized_adam(1e-3, **SIM),
+    "G+M+V+W stochastic": lambda: quantized_adam(1e-3, rounding="stochastic", **SIM),
+    "storage bfloat16": lambda: quantized_adam(1e-3, moment_storage="bfloat16"),
+    "storage float8_e4m3fn": lambda: quantized_adam(1e-3, moment_storage="float8_e4m3fn"),
+    "storage int8": lambda: quantized_adam(1e-3, moment_storage="int8"),
+}
+
+
+def _time_all(cases: dict, repeats: int, inner: int) -> dict[str, float]:
+  """Best-of-``repeats`` seconds per call for each jitted ``fn(*args) -> args``.
+
+  ``cases`` maps a name to ``(fn, args)``. Rounds interleave the cases, so slow
+  drift of a shared machine hits all of them alike, and the minimum over
+  rounds (as ``timeit`` recommends) is reported. Everything is compiled first.
+  """
+  for fn, args in cases.values():
+    jax.block_until_ready(fn(*args))
+  best = {name: float("inf") for name in cases}
+  for _ in range(repeats):
+    for name, (fn, args) in cases.items():
+      start = time.perf_counter()
+      state = args
+      for _ in range(inner):
+        state = fn(*state)
+      jax.block_until_ready(state)
+      best[name] = min(best[name], (time.perf_counter() - start) / inner)
+  return best
+
+
+def state_bytes(state) -> int:
+  return sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(state))
+
+
+def main(argv=None) -> dict:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--quick", action="store_true", help="fewer repeats")
+  parser.add_argument("--out", default="results/bench_quant_optim")
+  args = parser.parse_args(argv)
+  repeats, inner = (3, 5) if args.quick else (10, 20)
+
+  apply, params = mlp_functional(SIZES, 0)
+  num_params = sum(p.size for p in jax.tree.leaves(params))
+  k1, k2 = jax.random.split(jax.random.key(0))
+  x = jax.random.normal(k1, (128, SIZES[0]))
+  y = jax.random.randint(k2, (128,), 0, SIZES[-1])
+  loss = lambda p: optax.softmax_cross_entropy_with_integer_labels(apply(p, x), y).mean()
+  grads = jax.grad(loss)(params)
+
+  rows, cases = {}, {}
+  for name, make in CONFIGS.items():
+    opt = make()
+
+    @jax.jit
+    def opt_step(p, s, opt=opt):
+      u, s = opt.update(grads, s, p)
+      return optax.apply_updates(p, u), s
+
+    @jax.jit
+    def train_step(p, s, opt=opt):
+      u, s = opt.update(jax.grad(loss)(p), s, p)
+      return optax.apply_updates(p, u), s
+
+    state = opt.init(params)
+    cases[(name, "opt_step_s")] = (opt_step, (params, state))
+    cases[(name, "train_step_s")] = (train_step, (params, state))
+    rows[name] = {"state_bytes": state_bytes(state)}
+  for (name, field), seconds in _time_all(cases, repeats, inner).items():
+    rows[name][field] = seconds
+
+  if jax.default_backend() in ("gpu", "tpu"):
+    rows.update(_bench_kernel(params, grads, repeats, inner))
+
+  ref = rows["optax.adam"]
+  for r in rows.values():
+    r["opt_step_ratio"] = r["opt_step_s"] / ref["opt_step_s"]
+    r["train_step_ratio"] = r["train_step_s"] / ref["train_step_s"]
+    r["state_bytes_ratio"] = r["state_bytes"] / ref["state_bytes"]
+
+  header = (f"{'optimizer':26s} {'opt step':>10s} {'ratio':>6s} {'train step':>11s} "
+            f"{'ratio':>6s} {'state MB':>9s} {'ratio':>6s}")
+  print(f"backend={jax.default_backend()} params={num_params:,}")
+  print(header)
+  for name, r in rows.items():
+    print(f"{name:26s} {r['opt_step_s'] * 1e3:8.3f}ms {r['opt_step_ratio']:6.2f} "
+          f"{r['train_step_s'] * 1e3:9.3f}ms {r['train_step_ratio']:6.2f} "
+          f"{r['state_bytes'] / 2**20:9.2f} {r['state_bytes_ratio']:6.3f}")
+  result = {"backend": jax.default_backend(), "devices": [str(d) for d in jax.devices()],
+            "jax": jax.__version__, "num_params": num_params, "rows": rows}
+  os.makedirs(args.out, exist_ok=True)
+  with open(os.path.join(args.out, "results.json"), "w") as f:
+    json.dump(result, f, indent=1)
+  return result
+
+
+def _bench_kernel(params, grads, repeats, inner) -> dict:
+  """The fused Pallas step on the flattened parameters (GPU/TPU only)."""
+  from kernels_pallas.quantized_adam import QuantFormats, quantized_adam_step
+
+  p = jnp.concatenate([x.ravel() for x in jax.tree.leaves(params)])
+  g = jnp.concatenate([x.ravel() for x in jax.tree.leaves(grads)])
+  out = {}
+  for name, fmts, rounding in (
+      ("pallas fused (none)", QuantFormats(), "nearest"),
+      ("pallas fused G+M+V+W", QuantFormats(**SIM), "nearest"),
+      ("pallas fused G+M+V+W stoch.", QuantFormats(**SIM), "stochastic"),
+  ):
+    def step(p, m, v, t, fmts=fmts, rounding=rounding):
+      p, m, v = quantized_adam_step(p, g, m, v, step=t, lr=1e-3, b1=0.9, b2=0.999, eps=1e-8,
+                                    weight_decay=0.0, formats=fmts, rounding=rounding,
+                                    key=jax.random.key(0), use_kernel=True)
+      return p, m, v, t + 1
+
+    args = (p, jnp.zeros_like(p), jnp.zeros_like(p), jnp.int32(1))
+    t = _time_all({name: (jax.jit(step), args)}, repeats, inner)[name]
+    out[name] = {"opt_step_s": t, "train_step_s": float("nan"), "state_bytes": 2 * p.nbytes}
+  return out
+
+
+if __name__ == "__main__":
+  main()
