@@ -417,6 +417,9 @@ def _save(fig, out, name):
 
 
 CONFIGS = {
+    # "smoke": the tests' setting (every code path, seconds of compute).
+    "smoke": dict(seeds=1, rosen_steps=40, horizons=[20, 40], ablation_mantissas=[1, 7],
+                  ls_steps=40, mlp_steps=20, mlp_mantissas=[2, 23], mlp_lr=1e-3),
     "quick": dict(seeds=2, rosen_steps=1000, horizons=[250, 500, 1000, 2000],
                   ablation_mantissas=[1, 4, 7], ls_steps=1000, mlp_steps=400,
                   mlp_mantissas=[1, 2, 3, 4, 5, 7, 10, 23], mlp_lr=1e-3),
@@ -429,13 +432,15 @@ CONFIGS = {
 def main(argv: list[str] | None = None) -> dict:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--quick", action="store_true", help="smoke scale (< 5 min on 2 cores)")
+  parser.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)  # tests only
   parser.add_argument("--out", default="results/quant_optim", help="output folder")
   parser.add_argument("--dataset", default="digits", choices=DATASETS,
                       help="MLP data; mnist/cifar10 need TFDS data prepared locally")
   parser.add_argument("--max-examples", type=int, default=None, help="cap per TFDS split")
   parser.add_argument("--seeds", type=int, default=None, help="override the number of seeds")
   args = parser.parse_args(argv)
-  cfg = dict(CONFIGS["quick" if args.quick else "full"], dataset=args.dataset,
+  scale = "smoke" if args.smoke else "quick" if args.quick else "full"
+  cfg = dict(CONFIGS[scale], dataset=args.dataset,
              max_examples=args.max_examples)
   if args.seeds is not None:
     if args.seeds < 1:
@@ -470,7 +475,7 @@ def main(argv: list[str] | None = None) -> dict:
   with open(os.path.join(args.out, "results.json"), "w") as f:
     json.dump(res, f, indent=1, default=_json_default)
   with open(os.path.join(args.out, "summary.md"), "w") as f:
-    f.write(f"# quant_optim ({'quick' if args.quick else 'full'}), "
+    f.write(f"# quant_optim ({scale}), "
             f"{res['wall_time_s']:.0f} s\n\n{table}\n")
   print(table)
   print(f"\nwall time {res['wall_time_s']:.1f} s; results in {args.out}")
