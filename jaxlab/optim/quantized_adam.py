@@ -112,6 +112,21 @@ class MomentBuffer:
     return codes, scales, self.load(codes, scales, values)
 
 
+def corrected_momentum(mu: Any, updates: Any, decay: Any, count_inc: jax.Array,
+                       nesterov: bool) -> Any:
+  """Bias-corrected momentum, or Dozat's Nesterov form, exactly as optax forms it.
+
+  ``m / (1 - b^t)``, or ``b * m / (1 - b^(t+1)) + (1 - b) * g / (1 - b^t)``.
+  """
+  if not nesterov:
+    return optax.tree.bias_correction(mu, decay, count_inc)
+  return jax.tree.map(
+      lambda m, g: decay * m + (1 - decay) * g,
+      optax.tree.bias_correction(mu, decay, optax.safe_increment(count_inc)),
+      optax.tree.bias_correction(updates, decay, count_inc),
+  )
+
+
 def scale_by_quantized_adam(
     b1: jax.typing.ArrayLike = 0.9,
     b2: jax.typing.ArrayLike = 0.999,
@@ -173,14 +188,7 @@ def scale_by_quantized_adam(
     nu_codes, nu_scale, nu_t = nu_buf.store(nu_new, nu_keys, state.nu)
 
     count_inc = optax.safe_increment(state.count)
-    if nesterov:
-      mu_hat = jax.tree.map(
-          lambda m, g: b1 * m + (1 - b1) * g,
-          optax.tree.bias_correction(mu_t, b1, optax.safe_increment(count_inc)),
-          optax.tree.bias_correction(updates, b1, count_inc),
-      )
-    else:
-      mu_hat = optax.tree.bias_correction(mu_t, b1, count_inc)
+    mu_hat = corrected_momentum(mu_t, updates, b1, count_inc, nesterov)
     nu_hat = optax.tree.bias_correction(nu_t, b2, count_inc)
     new_updates = jax.tree.map(
         lambda m, v, g: (m / (jnp.sqrt(v + eps_root) + eps)).astype(g.dtype),

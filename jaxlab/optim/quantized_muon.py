@@ -43,7 +43,11 @@ from optax.contrib._muon import (
 )
 
 from jaxlab.optim import moment_storage as ms
-from jaxlab.optim.quantized_adam import MomentBuffer, scale_by_quantized_adam
+from jaxlab.optim.quantized_adam import (
+    MomentBuffer,
+    corrected_momentum,
+    scale_by_quantized_adam,
+)
 from jaxlab.optim.transforms import (
     STREAM_MU,
     add_decayed_weights,
@@ -123,14 +127,7 @@ def scale_by_quantized_muon(
     mu_new = jax.tree.map(lambda g, t: (1 - beta) * (g**1) + beta * t, updates, mu_prev)
     mu_codes, mu_scale, mu_t = buf.store(mu_new, leaf_keys, state.mu)
     count_inc = optax.safe_increment(state.count)
-    if nesterov:
-      mu_hat = jax.tree.map(
-          lambda m, g: beta * m + (1 - beta) * g,
-          optax.tree.bias_correction(mu_t, beta, optax.safe_increment(count_inc)),
-          optax.tree.bias_correction(updates, beta, count_inc),
-      )
-    else:
-      mu_hat = optax.tree.bias_correction(mu_t, beta, count_inc)
+    mu_hat = corrected_momentum(mu_t, updates, beta, count_inc, nesterov)
     new_updates = jax.tree.map(
         lambda x: orthogonalize_via_newton_schulz(
             x, state.ns_coeffs, ns_steps, "frobenius", eps, MuonDimensionNumbers()),
