@@ -1,0 +1,212 @@
+"""Public API of incremental matching: init / insert / insert_batch / queries.
+
+``insert`` and ``insert_batch`` validate their input eagerly (shape, finite
+coordinates, valid row index, capacity), then run a jitted step whose shapes
+are fixed by the state, so a stream of insertions compiles once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxlab.matching.exact import insert_exact
+from jaxlab.matching.greedy import insert_greedy
+from jaxlab.matching.reference import check_metric
+from jaxlab.matching.state import ALGORITHMS, MatchConfig, MatchState, matched_cost
+
+_PUSH_RELABEL_OPTIONS = ("delta", "eps", "levels", "exact_tail", "seed")
+
+
+def init(
+    servers: jax.typing.ArrayLike,
+    *,
+    algorithm: str = "exact",
+    metric: str = "euclidean",
+    capacity: int | None = None,
+    **options: Any,
+) -> MatchState:
+  """An empty matching against a fixed server set.
+
+  Args:
+    servers: ``(n, dim)`` coordinates, or for ``metric="precomputed"`` a
+      ``(rows, n)`` distance matrix whose rows are the possible requests.
+    algorithm: "push_relabel" (the paper's approximation), "exact" (one
+      shortest augmenting path per insertion; optimal after every insertion)
+      or "greedy" (nearest free server).
+    metric: "euclidean", "l1" or "precomputed".
+    capacity: maximum number of requests (default and maximum: n).
+    **options: push-relabel options ``delta`` (0.001), ``eps`` (0.2),
+      ``levels`` (5), ``exact_tail`` (0: off), ``seed`` (0).
+
+  Returns:
+    A :class:`MatchState`.
+
+  Example:
+    >>> state = init(servers, algorithm="exact")
+    >>> for r in requests:
+    ...   state = insert(state, r)
+    >>> assignment(state), cost(state)
+  """
+  if algorithm not in ALGORITHMS:
+    raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
+  check_metric(metric)
+  unknown = set(options) - set(_PUSH_RELABEL_OPTIONS)
+  if unknown or (options and algorithm != "push_relabel"):
+    raise ValueError(
+        f"options {sorted(options)} are not accepted by algorithm={algorithm!r}; "
+        f"push_relabel accepts {_PUSH_RELABEL_OPTIONS}")
+  servers = np.asarray(servers)
+  if servers.ndim != 2 or servers.shape[0] == 0 or servers.shape[1] == 0:
+    raise ValueError(f"servers must be a non-empty 2-D array, got shape {servers.shape}")
+  if not np.all(np.isfinite(servers)):
+    raise ValueError("servers must be finite")
+  if metric == "precomputed":
+    # Any finite non-negative cost matrix (a metric for push_relabel's guarantee).
+    if np.any(servers < 0):
+      raise ValueError("a precomputed cost matrix must be non-negative")
+    n, dim = servers.shape[1], 0
+  else:
+    n, dim = servers.shape
+  capacity = n if capacity is None else capacity
+  if not isinstance(capacity, (int, np.integer)) or not 1 <= capacity <= n:
+    raise ValueError(f"capacity must be an int in 1..{n} (the number of servers), got {capacity}")
+  config = MatchConfig(algorithm, metric, int(capacity), int(n), int(dim), **options)
+  if metric == "precomputed":
+    requests = jnp.zeros((capacity,), jnp.int32)
+  else:
+    requests = jnp.zeros((capacity, dim), jnp.float32)
+  extra = None
+  if algorithm == "push_relabel":
+    from jaxlab.matching.push_relabel import init_extra
+
+    extra = init_extra(config)
+  return MatchState(
+      servers=jnp.asarray(servers, jnp.float32),
+      requests=requests,
+      count=jnp.zeros((), jnp.int32),
+      server_of=jnp.full((capacity,), -1, jnp.int32),
+      request_of=jnp.full((n,), -1, jnp.int32),
+      u=jnp.zeros((capacity,), jnp.float32),
+      v=jnp.zeros((n,), jnp.float32),
+      extra=extra,
+      config=config,
+  )
+
+
+def _check_requests(state: MatchState, requests: Any, batched: bool) -> jax.Array:
+  cfg = state.config
+  name = "requests" if batched else "request"
+  if isinstance(requests, jax.core.Tracer):
+    return requests
+  r = np.asarray(requests)
+  if cfg.metric == "precomputed":
+    want = 1 if batched else 0
+    if r.ndim != want or not np.issubdtype(r.dtype, np.integer):
+      raise ValueError(f"{name} must be {'a 1-D array of' if batched else 'an'} integer row "
+                       f"index{'es' if batched else ''} into the distance matrix, got {r!r}")
+    if np.any((r < 0) | (r >= state.servers.shape[0])):
+      raise ValueError(f"{name} row index out of range 0..{state.servers.shape[0] - 1}")
+    out = jnp.asarray(r, jnp.int32)
+  else:
+    want = (r.shape[0], cfg.dim) if batched and r.ndim == 2 else (cfg.dim,)
+    if r.shape != want or (batched and r.ndim != 2):
+      raise ValueError(f"{name} must have shape {'(batch, ' if batched else '('}{cfg.dim}"
+                       f"{')' if batched else ',)'}, got {r.shape}")
+    if not np.all(np.isfinite(r)):
+      raise ValueError(f"{name} coordinates must be finite")
+    out = jnp.asarray(r, jnp.float32)
+  num = r.shape[0] if batched else 1
+  if not isinstance(state.count, jax.core.Tracer) and int(state.count) + num > cfg.capacity:
+    raise ValueError(
+        f"inserting {num} request(s) would exceed capacity={cfg.capacity} "
+        f"({int(state.count)} already inserted)")
+  return out
+
+
+@jax.jit
+def _insert(state: MatchState, request: jax.Array) -> MatchState:
+  row = state.count
+  state = state.replace(requests=state.requests.at[row].set(request))
+  algorithm = state.config.algorithm
+  if algorithm == "exact":
+    return insert_exact(state, row)
+  if algorithm == "greedy":
+    return insert_greedy(state, row)
+  from jaxlab.matching.push_relabel import insert_push_relabel
+
+  return insert_push_relabel(state, row)
+
+
+def insert(state: MatchState, request: jax.typing.ArrayLike) -> MatchState:
+  """Inserts one request (coordinates, or a row index for "precomputed")."""
+  return _insert(state, _check_requests(state, request, batched=False))
+
+
+@jax.jit
+def _insert_batch(state: MatchState, requests: jax.Array) -> MatchState:
+  if state.config.algorithm == "push_relabel":
+    from jaxlab.matching.push_relabel import insert_batch_push_relabel
+
+    return insert_batch_push_relabel(state, requests)
+  state, _ = jax.lax.scan(lambda s, r: (_insert(s, r), None), state, requests)
+  return state
+
+
+def insert_batch(state: MatchState, requests: jax.typing.ArrayLike) -> MatchState:
+  """Inserts a batch of requests (one compiled function per batch size)."""
+  return _insert_batch(state, _check_requests(state, requests, batched=True))
+
+
+def assignment(state: MatchState) -> np.ndarray:
+  """Server index of each inserted request, in arrival order: ``(num_inserted,)``."""
+  return np.asarray(state.server_of)[: int(state.count)]
+
+
+def cost(state: MatchState) -> jax.Array:
+  """Total distance of the current matching."""
+  return jax.jit(matched_cost)(state)
+
+
+def num_inserted(state: MatchState) -> int:
+  return int(state.count)
+
+
+def check_invariants(state: MatchState, atol: float = 1e-3) -> None:
+  """Raises ``AssertionError`` if the state is not a valid matching.
+
+  Checks: every inserted request holds a distinct server and ``request_of`` is
+  its inverse; for "exact", the potentials are dual feasible
+  (``u_i + v_j <= c_ij + atol``) and tight on the matching; for
+  "push_relabel", the per-level 1-feasibility and tightness of its duals.
+  """
+  k = int(state.count)
+  server_of = np.asarray(state.server_of)
+  request_of = np.asarray(state.request_of)
+  matched = server_of[:k]
+  if np.any(matched < 0) or len(np.unique(matched)) != k:
+    raise AssertionError(f"matching is not one-to-one: {matched}")
+  if np.any(server_of[k:] != -1):
+    raise AssertionError("unused request slots hold servers")
+  held = np.nonzero(request_of >= 0)[0]
+  if len(held) != k or np.any(request_of[matched] != np.arange(k)):
+    raise AssertionError("request_of is not the inverse of server_of")
+  if state.config.algorithm == "exact" and k:
+    from jaxlab.matching.reference import cost_matrix
+
+    req = np.asarray(state.requests)[:k]
+    c = cost_matrix(req, np.asarray(state.servers), state.config.metric)
+    reduced = c - np.asarray(state.u)[:k, None] - np.asarray(state.v)[None, :]
+    scale = atol * max(1.0, float(np.abs(c).max()))
+    if reduced.min() < -scale:
+      raise AssertionError(f"exact duals infeasible: min reduced cost {reduced.min()}")
+    tight = reduced[np.arange(k), matched]
+    if np.abs(tight).max() > scale:
+      raise AssertionError(f"exact duals not tight on the matching: {np.abs(tight).max()}")
+  if state.config.algorithm == "push_relabel":
+    from jaxlab.matching.push_relabel import check_push_relabel_invariants
+
+    check_push_relabel_invariants(state)

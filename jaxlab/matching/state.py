@@ -1,0 +1,99 @@
+"""State and distances shared by the incremental matching algorithms."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+ALGORITHMS = ("exact", "greedy")  # push_relabel: in progress (issue 3)
+
+
+@dataclasses.dataclass(frozen=True)
+class MatchConfig:
+  """Static configuration (hashable; part of the state's tree structure).
+
+  Attributes:
+    algorithm: "push_relabel", "exact" or "greedy".
+    metric: "euclidean", "l1" or "precomputed".
+    capacity: maximum number of requests.
+    num_servers: number of servers n.
+    dim: coordinate dimension (0 for "precomputed").
+    delta, eps, levels: push-relabel parameters (see ``push_relabel``).
+    exact_tail: push-relabel switches to an exact step for the last free
+      requests (default off).
+    seed: seed of push-relabel's random proposals.
+  """
+
+  algorithm: str
+  metric: str
+  capacity: int
+  num_servers: int
+  dim: int
+  delta: float = 0.001
+  eps: float = 0.2
+  levels: int = 5
+  exact_tail: int = 0
+  seed: int = 0
+
+
+@struct.dataclass
+class MatchState:
+  """A matching of the requests inserted so far to distinct servers.
+
+  Attributes:
+    servers: ``(n, dim)`` server coordinates, or the ``(rows, n)`` distance
+      matrix for ``metric="precomputed"``.
+    requests: ``(capacity, dim)`` request coordinates, or ``(capacity,)`` row
+      indices; entries past ``count`` are unused.
+    count: number of inserted requests (int32 scalar).
+    server_of: ``(capacity,)`` server of each request, -1 if unmatched/unused.
+    request_of: ``(n,)`` request held by each server, -1 if free.
+    u, v: dual potentials of requests and servers (exact algorithm: the
+      Hungarian potentials, ``u_i + v_j <= c_ij`` with equality on matches).
+    extra: algorithm-specific state (push-relabel duals, levels, ...) or None.
+    config: the static :class:`MatchConfig`.
+  """
+
+  servers: jax.Array
+  requests: jax.Array
+  count: jax.Array
+  server_of: jax.Array
+  request_of: jax.Array
+  u: jax.Array
+  v: jax.Array
+  extra: Any
+  config: MatchConfig = struct.field(pytree_node=False)
+
+
+def distance_row(state: MatchState, request: jax.Array) -> jax.Array:
+  """Distances from one request (coordinates or row index) to every server."""
+  metric = state.config.metric
+  if metric == "precomputed":
+    return state.servers[request]
+  diff = state.servers - request[None, :]
+  if metric == "l1":
+    return jnp.sum(jnp.abs(diff), axis=-1)
+  return jnp.sqrt(jnp.sum(diff * diff, axis=-1))
+
+
+def distances_of(state: MatchState, rows: jax.Array) -> jax.Array:
+  """Distance rows ``(len(rows), n)`` of the stored requests ``rows``."""
+  return jax.vmap(lambda i: distance_row(state, state.requests[i]))(rows)
+
+
+def matched_cost(state: MatchState) -> jax.Array:
+  """Total distance of the current matching (float32)."""
+  idx = jnp.arange(state.config.capacity)
+  srv = jnp.maximum(state.server_of, 0)
+  if state.config.metric == "precomputed":
+    d = state.servers[state.requests, srv]
+  else:
+    diff = state.requests - state.servers[srv]
+    d = (jnp.sum(jnp.abs(diff), -1) if state.config.metric == "l1"
+         else jnp.sqrt(jnp.sum(diff * diff, -1)))
+  live = (idx < state.count) & (state.server_of >= 0)
+  return jnp.sum(jnp.where(live, d, 0.0))

@@ -1,0 +1,119 @@
+"""Exact and greedy incremental matching against scipy's optimum."""
+
+import jax
+import numpy as np
+import pytest
+
+from jaxlab import matching as M
+
+
+def _instance(seed, n, dim=2):
+  rng = np.random.default_rng(seed)
+  return rng.random((n, dim)).astype(np.float32), rng.random((n, dim)).astype(np.float32)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("metric", ["euclidean", "l1"])
+def test_exact_is_optimal_after_every_insertion(seed, metric):
+  servers, requests = _instance(seed, 12 + seed)
+  state = M.init(servers, algorithm="exact", metric=metric)
+  for i, r in enumerate(requests):
+    state = M.insert(state, r)
+    M.check_invariants(state)
+    opt = M.optimal_cost(requests[: i + 1], servers, metric)
+    np.testing.assert_allclose(float(M.cost(state)), opt, rtol=1e-5, atol=1e-5)
+  assert M.num_inserted(state) == len(requests)
+
+
+def test_exact_on_non_metric_precomputed_costs_with_fewer_requests():
+  rng = np.random.default_rng(3)
+  costs = rng.random((30, 15)) ** 3 * 10  # not a metric; 30 possible requests, 15 servers
+  rows = rng.permutation(30)[:10]
+  state = M.init(costs, algorithm="exact", metric="precomputed", capacity=10)
+  for k, r in enumerate(rows):
+    state = M.insert(state, int(r))
+    M.check_invariants(state)
+    opt = M.optimal_cost(rows[: k + 1], costs, "precomputed")
+    np.testing.assert_allclose(float(M.cost(state)), opt, rtol=1e-5)
+  # The assignment is one optimal assignment: its cost equals scipy's.
+  a = M.assignment(state)
+  np.testing.assert_allclose(costs[rows, a].sum(), M.optimal_cost(rows, costs, "precomputed"),
+                             rtol=1e-5)
+
+
+def test_precomputed_and_coordinates_agree():
+  servers, requests = _instance(7, 20)
+  d = M.cost_matrix(np.concatenate([requests, servers]), servers, "euclidean")
+  a = M.init(servers, algorithm="exact")
+  b = M.init(d, algorithm="exact", metric="precomputed")
+  for i in range(20):
+    a = M.insert(a, requests[i])
+    b = M.insert(b, i)
+  np.testing.assert_allclose(float(M.cost(a)), float(M.cost(b)), rtol=1e-5)
+
+
+@pytest.mark.parametrize("algorithm", ["exact", "greedy"])
+def test_batch_equals_one_by_one(algorithm):
+  servers, requests = _instance(11, 25)
+  one = M.init(servers, algorithm=algorithm)
+  for r in requests:
+    one = M.insert(one, r)
+  batch = M.insert_batch(M.insert_batch(M.init(servers, algorithm=algorithm), requests[:10]),
+                         requests[10:])
+  M.check_invariants(batch)
+  np.testing.assert_array_equal(M.assignment(one), M.assignment(batch))
+
+
+def test_greedy_takes_nearest_free_server_and_is_valid():
+  servers = np.array([[0.0, 0.0], [1.0, 0.0], [3.0, 0.0]], np.float32)
+  state = M.init(servers, algorithm="greedy")
+  state = M.insert(state, np.array([0.9, 0.0]))  # nearest: server 1
+  state = M.insert(state, np.array([1.1, 0.0]))  # server 1 taken: nearest free is 0 (1.1 < 1.9)
+  np.testing.assert_array_equal(M.assignment(state), [1, 0])
+  np.testing.assert_allclose(float(M.cost(state)), 0.1 + 1.1, rtol=1e-6)
+  for seed in range(3):
+    servers, requests = _instance(seed, 30)
+    state = M.insert_batch(M.init(servers, algorithm="greedy"), requests)
+    M.check_invariants(state)
+    assert float(M.cost(state)) >= M.optimal_cost(requests, servers) - 1e-4
+
+
+def test_insert_compiles_once():
+  servers, requests = _instance(0, 8)
+  state = M.init(servers, algorithm="exact")
+  state = M.insert(state, requests[0])
+  from jaxlab.matching import api
+
+  before = api._insert._cache_size()
+  for r in requests[1:]:
+    state = M.insert(state, r)
+  assert api._insert._cache_size() == before
+
+
+def test_bad_input():
+  servers, requests = _instance(0, 4)
+  with pytest.raises(ValueError, match="algorithm"):
+    M.init(servers, algorithm="hungarian")
+  with pytest.raises(ValueError, match="metric"):
+    M.init(servers, metric="cosine")
+  with pytest.raises(ValueError, match="capacity"):
+    M.init(servers, capacity=5)
+  with pytest.raises(ValueError, match="options"):
+    M.init(servers, algorithm="exact", eps=0.1)
+  with pytest.raises(ValueError, match="non-negative"):
+    M.init(-np.ones((3, 3)), algorithm="exact", metric="precomputed")
+  state = M.init(servers, algorithm="exact", capacity=2)
+  with pytest.raises(ValueError, match="shape"):
+    M.insert(state, np.zeros(3))
+  with pytest.raises(ValueError, match="finite"):
+    M.insert(state, np.array([np.nan, 0.0]))
+  state = M.insert_batch(state, requests[:2])
+  with pytest.raises(ValueError, match="capacity"):
+    M.insert(state, requests[2])
+  pre = M.init(np.ones((5, 3)), algorithm="exact", metric="precomputed")
+  with pytest.raises(ValueError, match="row index"):
+    M.insert(pre, 7)
+  with pytest.raises(ValueError, match="rows"):
+    M.optimal_assignment(np.ones((4, 3)))
+  assert M.optimal_cost(np.zeros((0, 2)), servers) == 0.0
+  jax.block_until_ready(state.count)
