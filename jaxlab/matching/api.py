@@ -24,7 +24,7 @@ _PUSH_RELABEL_OPTIONS = ("delta", "eps", "levels", "exact_tail", "seed")
 def init(
     servers: jax.typing.ArrayLike,
     *,
-    algorithm: str = "exact",
+    algorithm: str = "push_relabel",
     metric: str = "euclidean",
     capacity: int | None = None,
     **options: Any,

@@ -39,14 +39,17 @@ class DijkstraCarry(NamedTuple):
   j0: jax.Array  # the column reached last
 
 
-def insert_exact(state: MatchState, row: jax.Array) -> MatchState:
+def insert_exact(
+    state: MatchState, row: jax.Array, column_mask: jax.Array | None = None
+) -> MatchState:
   """Inserts the request stored at index ``row`` (= ``state.count``), optimally.
 
   Dijkstra with lazy potential updates (Jonker-Volgenant): path lengths are
   kept in absolute terms and the potentials are shifted once at the end, for
   the columns in the tree, by ``T - dist[j]`` (``T``: length to the free
   server reached). Equivalent to e-maxx's per-step updates, without a scatter
-  per step.
+  per step. ``column_mask`` (bool, ``(n,)``) restricts the search to some
+  servers (push-relabel's exact tail).
   """
   n, cap = state.config.num_servers, state.config.capacity
   virtual = n
@@ -60,7 +63,10 @@ def insert_exact(state: MatchState, row: jax.Array) -> MatchState:
     i0 = p[c.j0]
     # Reduced costs from row i0; the matched edge (i0, j0) is tight, so path
     # lengths continue from dist[j0].
-    cur = c.dist[c.j0] + distance_row(state, state.requests[i0]) - u[i0] - v[:n]
+    row_cost = distance_row(state, state.requests[i0])
+    if column_mask is not None:
+      row_cost = jnp.where(column_mask, row_cost, jnp.inf)
+    cur = c.dist[c.j0] + row_cost - u[i0] - v[:n]
     cur = jnp.concatenate([cur, jnp.full((1,), jnp.inf, cur.dtype)])
     better = (~used) & (cur < c.dist)
     dist = jnp.where(better, cur, c.dist)

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-ALGORITHMS = ("exact", "greedy")  # push_relabel: in progress (issue 3)
+ALGORITHMS = ("push_relabel", "exact", "greedy")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,76 @@
+"""Push-relabel incremental matching: validity, invariants, quality vs optimum."""
+
+import numpy as np
+import pytest
+
+from jaxlab import matching as M
+from jaxlab.matching.push_relabel import scaled_costs, schedule
+
+
+def _instance(seed, n, dim=2):
+  rng = np.random.default_rng(seed)
+  return rng.random((n, dim)).astype(np.float32), rng.random((n, dim)).astype(np.float32)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_valid_and_invariants_after_every_insertion(seed):
+  servers, requests = _instance(seed, 25)
+  state = M.init(servers)
+  for i, r in enumerate(requests):
+    state = M.insert(state, r)
+    M.check_invariants(state)
+    assert float(M.cost(state)) >= M.optimal_cost(requests[: i + 1], servers) - 1e-4
+  assert M.num_inserted(state) == 25
+
+
+def test_quality_at_n_200_and_batch_matches_one_by_one():
+  servers, requests = _instance(1, 200)
+  state = M.insert_batch(M.init(servers), requests)
+  M.check_invariants(state)
+  ratio = float(M.cost(state)) / M.optimal_cost(requests, servers)
+  assert 1.0 <= ratio < 1.10, ratio
+  one = M.init(servers)
+  for r in requests[:40]:
+    one = M.insert(one, r)
+  batch = M.insert_batch(M.init(servers), requests[:40])
+  np.testing.assert_array_equal(M.assignment(one), M.assignment(batch))
+
+
+def test_exact_tail_uses_only_tail_servers_and_stays_valid():
+  servers, requests = _instance(2, 60)
+  state = M.insert_batch(M.init(servers, exact_tail=10), requests)
+  M.check_invariants(state)
+  tail = np.asarray(state.extra.tail_servers)
+  assert tail.sum() == 10
+  assert np.all(tail[M.assignment(state)[-10:]])
+
+
+def test_l1_and_precomputed_agree():
+  servers, requests = _instance(3, 30, dim=5)
+  d = M.cost_matrix(requests, servers, "l1")
+  a = M.insert_batch(M.init(servers, metric="l1"), requests)
+  b = M.insert_batch(M.init(d, metric="precomputed"), np.arange(30))
+  M.check_invariants(a)
+  M.check_invariants(b)
+  np.testing.assert_allclose(float(M.cost(a)), float(M.cost(b)), rtol=1e-4)
+
+
+def test_scaled_costs_by_hand():
+  servers, _ = _instance(0, 10)
+  cfg = M.init(servers).config
+  sched = schedule(cfg)
+  # d_0 = ceil(2 n d / (eps omega)) = ceil(2 * 10 * 0.3 / 0.2) = 30; d_1 = ceil(30 / div_0).
+  d = np.asarray(scaled_costs(cfg, np.array([0.3], np.float32), np.float32(1.0)))
+  assert d[0, 0] == 30
+  assert d[1, 0] == int(np.ceil(30 / sched["divisor"][0]))
+  np.testing.assert_allclose(sched["y_max"][0], 25 / 0.2 * 10 ** 0.002)
+
+
+def test_bad_options():
+  servers, _ = _instance(0, 5)
+  with pytest.raises(ValueError, match="eps"):
+    M.init(servers, eps=0.0)
+  with pytest.raises(ValueError, match="levels"):
+    M.init(servers, levels=0)
+  with pytest.raises(ValueError, match="exact_tail"):
+    M.init(servers, exact_tail=9)
