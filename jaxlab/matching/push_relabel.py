@@ -63,7 +63,8 @@ class PushRelabelState(NamedTuple):
   level: jax.Array  # (capacity,) int32 request levels
   omega: jax.Array  # float32 guess of OPT
   restarts: jax.Array  # int32 number of omega doublings
-  steps: jax.Array  # int32 pushes + relabels + level moves
+  steps: jax.Array  # int32 pushes + relabels + level moves (+ parallel rounds)
+  rounds: jax.Array  # int32 parallel rounds run by insert_batch
   tail_servers: jax.Array  # (n,) bool: servers of the exact tail (all False before it)
 
 
@@ -100,6 +101,7 @@ def init_extra(cfg: MatchConfig) -> PushRelabelState:
       omega=jnp.float32(1.0),
       restarts=jnp.int32(0),
       steps=jnp.int32(0),
+      rounds=jnp.int32(0),
       tail_servers=jnp.zeros((cfg.num_servers,), bool),
   )
 
@@ -184,8 +186,10 @@ def _omega_ok(state: MatchState, count: jax.Array) -> jax.Array:
 def _rebuild(state: MatchState, count: jax.Array) -> MatchState:
   """Doubles omega, resets everything and re-inserts requests 0..count-1."""
   cfg = state.config
-  pr = init_extra(cfg)._replace(omega=state.extra.omega * 2, restarts=state.extra.restarts + 1,
-                                 steps=state.extra.steps, tail_servers=state.extra.tail_servers)
+  old = state.extra
+  pr = init_extra(cfg)._replace(omega=old.omega * 2, restarts=old.restarts + 1,
+                                 steps=old.steps, rounds=old.rounds,
+                                 tail_servers=old.tail_servers)
   state = state.replace(
       server_of=jnp.full_like(state.server_of, -1), request_of=jnp.full_like(state.request_of, -1),
       extra=pr)
@@ -217,14 +221,140 @@ def _insert_tail(state: MatchState, row: jax.Array) -> MatchState:
   return insert_exact(state, row, column_mask=tail)
 
 
-def insert_batch_push_relabel(state: MatchState, requests: jax.Array) -> MatchState:
-  """Inserts a batch one request at a time (the sequential algorithm)."""
-  def step(s, r):
-    s = s.replace(requests=s.requests.at[s.count].set(r))
-    return insert_push_relabel(s, s.count), None
+class _Round(NamedTuple):
+  request_of: jax.Array
+  server_of: jax.Array
+  pr: PushRelabelState
+  rounds: jax.Array  # rounds run in this batch
 
-  state, _ = jax.lax.scan(step, state, requests)
-  return state
+
+def _initial_dual(state: MatchState, row: jax.Array) -> jax.Array:
+  """``y_0(r) = min(y_max(0), min_s d_0(r, s) + 1 - y_0(s))`` for a new request."""
+  cfg, pr = state.config, state.extra
+  d = scaled_costs(cfg, distance_row(state, state.requests[row]), pr.omega)[0]
+  return jnp.minimum(jnp.int32(int(schedule(cfg)["y_max"][0])), jnp.min(d + 1 - pr.y_s[0]))
+
+
+def _parallel_rounds(state: MatchState, count: jax.Array, width: int) -> MatchState:
+  """Rounds over the free requests until every live request is matched.
+
+  A round works at the lowest level ``l`` holding a free request and gathers
+  at most ``width`` of them (the batch size: a batch never has more free
+  requests). If none has an admissible edge, all their duals rise by the
+  global minimum slack + 1 (requests crossing ``y_max(l)`` move up); else
+  every one of them proposes to a random admissible server
+  (:func:`kernels_pallas.matching.round_proposals`), each server accepts one
+  random proposer, the matches apply at once and evicted holders go free.
+  """
+  from kernels_pallas.matching import round_proposals
+
+  cfg = state.config
+  sched = schedule(cfg)
+  y_max = jnp.asarray(sched["y_max"], jnp.float32)
+  top = num_levels(cfg) - 1
+  divisors = tuple(float(x) for x in sched["divisor"][:-1])
+  live = jnp.arange(cfg.capacity) < count
+  base_key = jax.random.fold_in(jax.random.key(cfg.seed), count)
+
+  def free_mask(c):
+    return live & (c.server_of < 0)
+
+  def body(c: _Round) -> _Round:
+    pr = c.pr
+    free = free_mask(c)
+    l = jnp.min(jnp.where(free, pr.level, top + 1))
+    rows = jnp.nonzero(free & (pr.level == l), size=width, fill_value=cfg.capacity)[0]
+    valid = rows < cfg.capacity
+    rows_c = jnp.minimum(rows, cfg.capacity - 1)
+    dist = jax.vmap(lambda i: distance_row(state, state.requests[i]))(rows_c)
+    holder = c.request_of
+    eligible = (holder < 0) | (pr.level[jnp.maximum(holder, 0)] >= l)
+    key = jax.random.fold_in(base_key, c.rounds)
+    k_prop, k_acc = jax.random.split(key)
+    words = jax.random.key_data(k_prop).reshape(-1)
+    scale0 = 2.0 * cfg.num_servers / (cfg.eps * pr.omega)
+    choice, min_slack = round_proposals(
+        dist, pr.y_r[l, rows_c], pr.y_s[l], eligible, valid, rows_c, l, scale0,
+        (words[0], words[-1]), divisors)
+
+    def raise_duals(c: _Round) -> _Round:
+      m = jnp.min(jnp.where(valid, min_slack, _BIG))
+      idx = jnp.where(valid, rows, cfg.capacity)
+      y_r = c.pr.y_r.at[l, idx].add(m + 1, mode="drop")
+      up = valid & (y_r[l, rows_c].astype(jnp.float32) >= y_max[l]) & (l < top)
+      up_idx = jnp.where(up, rows, cfg.capacity)
+      y_r = y_r.at[l, up_idx].set(y_max[l].astype(jnp.int32), mode="drop")
+      level = c.pr.level.at[up_idx].add(1, mode="drop")
+      return c._replace(pr=c.pr._replace(y_r=y_r, level=level))
+
+    def push(c: _Round) -> _Round:
+      # Each chosen server accepts the proposer with the largest random priority
+      # (hash bits above the row's position: unique, so exactly one wins).
+      proposing = choice >= 0
+      kw = jax.random.key_data(k_acc).reshape(-1)
+      from jaxlab.quant.float_format import hash_bits
+
+      prio = (hash_bits(rows_c.astype(jnp.uint32), kw[0], kw[-1]) & jnp.uint32(0xFFFFF000))
+      prio = jnp.where(proposing, (prio | jnp.arange(width, dtype=jnp.uint32)) + 1, 0)
+      target = jnp.where(proposing, choice, cfg.num_servers)
+      winner = jax.ops.segment_max(prio, target, num_segments=cfg.num_servers + 1)
+      accepted = proposing & (prio == winner[target])
+      srv = jnp.where(accepted, choice, cfg.num_servers)  # distinct for accepted rows
+      evicted = jnp.where(accepted, c.request_of[jnp.minimum(choice, cfg.num_servers - 1)], -1)
+      server_of = c.server_of.at[jnp.where(evicted >= 0, evicted, cfg.capacity)].set(
+          -1, mode="drop")
+      server_of = server_of.at[jnp.where(accepted, rows, cfg.capacity)].set(srv, mode="drop")
+      request_of = c.request_of.at[srv].set(rows, mode="drop")
+      y_s = c.pr.y_s.at[l, srv].add(-1, mode="drop")
+      return c._replace(request_of=request_of, server_of=server_of,
+                        pr=c.pr._replace(y_s=y_s))
+
+    c = jax.lax.cond(jnp.any(choice >= 0), push, raise_duals, c)
+    return c._replace(rounds=c.rounds + 1, pr=c.pr._replace(steps=c.pr.steps + 1))
+
+  init = _Round(state.request_of, state.server_of, state.extra, jnp.int32(0))
+  out = jax.lax.while_loop(lambda c: jnp.any(free_mask(c)), body, init)
+  pr = out.pr._replace(rounds=out.pr.rounds + out.rounds)
+  return state.replace(request_of=out.request_of, server_of=out.server_of, extra=pr)
+
+
+def insert_batch_push_relabel(state: MatchState, requests: jax.Array) -> MatchState:
+  """Inserts a batch with the paper's parallel rounds (see :func:`_parallel_rounds`).
+
+  New requests start free at level 0 with ``y_0(r) = min(y_max(0), min_s d_0 +
+  1 - y_0(s))``. After the rounds the omega check runs; if it fails, omega
+  doubles and every request is re-inserted sequentially in arrival order
+  (as after a sequential insertion), until the check holds. With
+  ``exact_tail`` the requests past the tail start are inserted one by one.
+  """
+  cfg = state.config
+  width = requests.shape[0]
+  start = state.count
+  count = start + width
+  rows = start + jnp.arange(width)
+  state = state.replace(requests=jax.lax.dynamic_update_slice_in_dim(
+      state.requests, requests.astype(state.requests.dtype), start, axis=0))
+  if cfg.exact_tail:
+    in_tail = (cfg.num_servers - count) < cfg.exact_tail
+    return jax.lax.cond(in_tail, _sequential_batch, _rounds_batch, state, rows, count)
+  return _rounds_batch(state, rows, count)
+
+
+def _rounds_batch(state: MatchState, rows: jax.Array, count: jax.Array) -> MatchState:
+  pr = state.extra
+  y0 = jax.vmap(lambda r: _initial_dual(state, r))(rows)
+  pr = pr._replace(y_r=pr.y_r.at[:, rows].set(0).at[0, rows].set(y0),
+                   level=pr.level.at[rows].set(0))
+  state = _parallel_rounds(state.replace(extra=pr), count, rows.shape[0])
+  state = jax.lax.while_loop(lambda s: ~_omega_ok(s, count),
+                             lambda s: _rebuild(s, count), state)
+  return state.replace(count=count)
+
+
+def _sequential_batch(state: MatchState, rows: jax.Array, count: jax.Array) -> MatchState:
+  del count
+  return jax.lax.fori_loop(0, rows.shape[0],
+                           lambda i, s: insert_push_relabel(s, rows[i]), state)
 
 
 def check_push_relabel_invariants(state: MatchState) -> None:

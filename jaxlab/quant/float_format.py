@@ -286,11 +286,24 @@ def random_bits(key: Any, shape: tuple[int, ...]) -> jax.Array:
   cryptographic or general-purpose PRNG. The same function runs inside Pallas
   kernels, which cannot call ``jax.random``.
   """
-  data = jax.random.key_data(_as_key(key)).reshape(-1)
-  k0, k1 = data[0], data[-1]
+  k0, k1 = key_words(key)
   size = int(np.prod(shape)) if shape else 1
-  i = lax.iota(jnp.uint32, size).reshape(shape)
-  return _lowbias32(_lowbias32(i * jnp.uint32(0x9E3779B9) + k0) ^ k1)
+  return hash_bits(lax.iota(jnp.uint32, size).reshape(shape), k0, k1)
+
+
+def key_words(key: Any) -> tuple[jax.Array, jax.Array]:
+  """The two uint32 words of a key's data that :func:`hash_bits` is keyed by."""
+  data = jax.random.key_data(_as_key(key)).reshape(-1)
+  return data[0], data[-1]
+
+
+def hash_bits(index: jax.Array, k0: jax.Array, k1: jax.Array) -> jax.Array:
+  """Bits number ``index`` (uint32) of the stream keyed by ``(k0, k1)``.
+
+  ``random_bits(key, shape)`` is ``hash_bits(flat_index, *key_words(key))``,
+  so a kernel that knows an element's flat index reproduces it exactly.
+  """
+  return _lowbias32(_lowbias32(index * jnp.uint32(0x9E3779B9) + k0) ^ k1)
 
 
 def _check_float(x: jax.Array, name: str = "x") -> None:

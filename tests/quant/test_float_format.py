@@ -52,12 +52,12 @@ def test_nearest_matches_ml_dtypes_bit_for_bit(name, dtype):
   assert not mismatch.any(), (x[mismatch][:5], ours[mismatch][:5], ref[mismatch][:5])
 
 
-@pytest.mark.parametrize("name,dtype", ML_DTYPE_CASES)
+# bfloat16's subnormals are float32 subnormals, exempt on CPU (see module docstring).
+@pytest.mark.parametrize("name,dtype", [c for c in ML_DTYPE_CASES if c[0] != "BF16"])
 def test_subnormals_of_target_are_kept(name, dtype):
   fmt = getattr(FloatFormat, name)
-  sub = np.float32(fmt.min_subnormal * 3)  # 3 ulps below min normal
-  if fmt.min_subnormal * 3 >= fmt.min_normal or sub < TINY32:
-    pytest.skip("format has no such subnormal on a float32 carrier")
+  sub = np.float32(fmt.min_subnormal * 3)  # 3 smallest subnormals, below min normal
+  assert sub < fmt.min_normal and sub >= TINY32
   out = np.asarray(quantize(jnp.float32(sub), fmt))
   assert out == sub == np.float32(np.float32(sub).astype(dtype))
 
