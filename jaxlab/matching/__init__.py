@@ -13,6 +13,7 @@ from jaxlab.matching.api import (
     init,
     insert,
     insert_batch,
+    insert_many,
     num_inserted,
 )
 from jaxlab.matching.reference import cost_matrix, optimal_assignment, optimal_cost
@@ -28,6 +29,7 @@ __all__ = [
     "init",
     "insert",
     "insert_batch",
+    "insert_many",
     "num_inserted",
     "optimal_assignment",
     "optimal_cost",

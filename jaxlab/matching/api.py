@@ -147,18 +147,37 @@ def insert(state: MatchState, request: jax.typing.ArrayLike) -> MatchState:
 
 
 @jax.jit
+def _insert_many(state: MatchState, requests: jax.Array) -> MatchState:
+  state, _ = jax.lax.scan(lambda s, r: (_insert(s, r), None), state, requests)
+  return state
+
+
+@jax.jit
 def _insert_batch(state: MatchState, requests: jax.Array) -> MatchState:
   if state.config.algorithm == "push_relabel":
     from jaxlab.matching.push_relabel import insert_batch_push_relabel
 
     return insert_batch_push_relabel(state, requests)
-  state, _ = jax.lax.scan(lambda s, r: (_insert(s, r), None), state, requests)
-  return state
+  return _insert_many(state, requests)
 
 
 def insert_batch(state: MatchState, requests: jax.typing.ArrayLike) -> MatchState:
-  """Inserts a batch of requests (one compiled function per batch size)."""
+  """Inserts a batch of requests (one compiled function per batch size).
+
+  For "push_relabel" this is the paper's parallel algorithm: the batch's
+  requests are matched together in rounds (see ``push_relabel``); for "exact"
+  and "greedy" it equals inserting them one by one.
+  """
   return _insert_batch(state, _check_requests(state, requests, batched=True))
+
+
+def insert_many(state: MatchState, requests: jax.typing.ArrayLike) -> MatchState:
+  """Inserts requests one at a time, in order, inside one compiled scan.
+
+  The same result as calling :func:`insert` for each (for "push_relabel", the
+  sequential algorithm), without a Python round trip per request.
+  """
+  return _insert_many(state, _check_requests(state, requests, batched=True))
 
 
 def assignment(state: MatchState) -> np.ndarray:
