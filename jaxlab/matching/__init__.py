@@ -16,7 +16,12 @@ from jaxlab.matching.api import (
     insert_many,
     num_inserted,
 )
-from jaxlab.matching.reference import cost_matrix, optimal_assignment, optimal_cost
+from jaxlab.matching.reference import (
+    cost_matrix,
+    incremental_exact_numpy,
+    optimal_assignment,
+    optimal_cost,
+)
 from jaxlab.matching.state import MatchConfig, MatchState
 
 __all__ = [
@@ -26,6 +31,7 @@ __all__ = [
     "check_invariants",
     "cost",
     "cost_matrix",
+    "incremental_exact_numpy",
     "init",
     "insert",
     "insert_batch",

@@ -60,3 +60,59 @@ def optimal_cost(requests, servers, metric: str = "euclidean") -> float:
     return 0.0
   rows, cols = optimal_assignment(c)
   return float(c[rows, cols].sum())
+
+
+def incremental_exact_numpy(requests, servers, metric: str = "euclidean") -> np.ndarray:
+  """Plain-numpy incremental exact matching: the anchor for ``algorithm="exact"``.
+
+  The same shortest-augmenting-path step (Dijkstra on reduced costs with
+  Jonker-Volgenant lazy potentials) as :func:`jaxlab.matching.exact.insert_exact`,
+  one request at a time, vectorized over servers with numpy in float64.
+
+  Returns:
+    ``server_of``: the server of each request (an optimal assignment).
+  """
+  check_metric(metric)
+  if metric == "precomputed":
+    matrix = np.asarray(servers, np.float64)
+    n = matrix.shape[1]
+    row_cost = lambda i: matrix[requests[i]]
+  else:
+    s = np.asarray(servers, np.float64)
+    r = np.asarray(requests, np.float64)
+    n = len(s)
+    if metric == "l1":
+      row_cost = lambda i: np.abs(s - r[i]).sum(1)
+    else:
+      row_cost = lambda i: np.sqrt(((s - r[i]) ** 2).sum(1))
+  k = len(requests)
+  u, v = np.zeros(k), np.zeros(n + 1)
+  p = np.full(n + 1, -1)  # request held by each column; column n is virtual
+  for i in range(k):
+    p[n] = i
+    dist = np.full(n + 1, np.inf)
+    dist[n] = 0.0
+    way = np.full(n + 1, n)
+    used = np.zeros(n + 1, bool)
+    j0 = n
+    while True:
+      used[j0] = True
+      i0 = p[j0]
+      cur = dist[j0] + row_cost(i0) - u[i0] - v[:n]
+      better = ~used[:n] & (cur < dist[:n])
+      dist[:n][better] = cur[better]
+      way[:n][better] = j0
+      j0 = int(np.argmin(np.where(used, np.inf, dist)))
+      if p[j0] < 0:
+        break
+    shift = np.where(used, dist[j0] - dist, 0.0)
+    v -= shift
+    np.add.at(u, p[used], shift[used])
+    while j0 != n:
+      j1 = way[j0]
+      p[j0] = p[j1]
+      j0 = j1
+  server_of = np.full(k, -1)
+  matched = p[:n] >= 0
+  server_of[p[:n][matched]] = np.nonzero(matched)[0]
+  return server_of

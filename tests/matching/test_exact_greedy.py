@@ -117,3 +117,15 @@ def test_bad_input():
     M.optimal_assignment(np.ones((4, 3)))
   assert M.optimal_cost(np.zeros((0, 2)), servers) == 0.0
   jax.block_until_ready(state.count)
+
+
+@pytest.mark.parametrize("metric", ["euclidean", "l1"])
+def test_numpy_anchor_is_optimal_and_agrees_with_jax(metric):
+  servers, requests = _instance(5, 40)
+  a = M.incremental_exact_numpy(requests, servers, metric)
+  c = M.cost_matrix(requests, servers, metric)
+  assert len(set(a.tolist())) == 40
+  np.testing.assert_allclose(c[np.arange(40), a].sum(), M.optimal_cost(requests, servers, metric),
+                             rtol=1e-9)
+  state = M.insert_many(M.init(servers, algorithm="exact", metric=metric), requests)
+  np.testing.assert_allclose(float(M.cost(state)), c[np.arange(40), a].sum(), rtol=1e-5)
