@@ -59,11 +59,14 @@ def init(
     raise ValueError(
         f"options {sorted(options)} are not accepted by algorithm={algorithm!r}; "
         f"push_relabel accepts {_PUSH_RELABEL_OPTIONS}")
+  options = {k: int(v) if isinstance(v, np.integer) else v for k, v in options.items()}
   servers = np.asarray(servers)
   if servers.ndim != 2 or servers.shape[0] == 0 or servers.shape[1] == 0:
     raise ValueError(f"servers must be a non-empty 2-D array, got shape {servers.shape}")
-  if not np.all(np.isfinite(servers)):
-    raise ValueError("servers must be finite")
+  with np.errstate(over="ignore"):
+    finite = np.all(np.isfinite(servers.astype(np.float32)))
+  if not finite:
+    raise ValueError("servers must be finite in float32 (the algorithms' dtype)")
   if metric == "precomputed":
     # Any finite non-negative cost matrix (a metric for push_relabel's guarantee).
     if np.any(servers < 0):
@@ -93,6 +96,7 @@ def init(
       u=jnp.zeros((capacity,), jnp.float32),
       v=jnp.zeros((n,), jnp.float32),
       extra=extra,
+      rejected=jnp.zeros((), bool),
       config=config,
   )
 
@@ -116,8 +120,10 @@ def _check_requests(state: MatchState, requests: Any, batched: bool) -> jax.Arra
     if r.shape != want or (batched and r.ndim != 2):
       raise ValueError(f"{name} must have shape {'(batch, ' if batched else '('}{cfg.dim}"
                        f"{')' if batched else ',)'}, got {r.shape}")
-    if not np.all(np.isfinite(r)):
-      raise ValueError(f"{name} coordinates must be finite")
+    with np.errstate(over="ignore"):
+      finite = np.all(np.isfinite(r.astype(np.float32)))
+    if not finite:
+      raise ValueError(f"{name} coordinates must be finite in float32")
     out = jnp.asarray(r, jnp.float32)
   num = r.shape[0] if batched else 1
   if not isinstance(state.count, jax.core.Tracer) and int(state.count) + num > cfg.capacity:
@@ -127,8 +133,25 @@ def _check_requests(state: MatchState, requests: Any, batched: bool) -> jax.Arra
   return out
 
 
+def _acceptable(state: MatchState, requests: jax.Array, num: int) -> jax.Array:
+  """Traced version of the eager checks (for calls inside a caller's jit)."""
+  ok = state.count + num <= state.config.capacity
+  if state.config.metric == "precomputed":
+    return ok & jnp.all((requests >= 0) & (requests < state.servers.shape[0]))
+  return ok & jnp.all(jnp.isfinite(requests))
+
+
+def _reject(state: MatchState, requests: jax.Array) -> MatchState:
+  del requests
+  return state.replace(rejected=jnp.ones((), bool))
+
+
 @jax.jit
 def _insert(state: MatchState, request: jax.Array) -> MatchState:
+  return jax.lax.cond(_acceptable(state, request, 1), _insert_unchecked, _reject, state, request)
+
+
+def _insert_unchecked(state: MatchState, request: jax.Array) -> MatchState:
   row = state.count
   state = state.replace(requests=state.requests.at[row].set(request))
   algorithm = state.config.algorithm
@@ -154,6 +177,11 @@ def _insert_many(state: MatchState, requests: jax.Array) -> MatchState:
 
 @jax.jit
 def _insert_batch(state: MatchState, requests: jax.Array) -> MatchState:
+  ok = _acceptable(state, requests, requests.shape[0])
+  return jax.lax.cond(ok, _insert_batch_unchecked, _reject, state, requests)
+
+
+def _insert_batch_unchecked(state: MatchState, requests: jax.Array) -> MatchState:
   if state.config.algorithm == "push_relabel":
     from jaxlab.matching.push_relabel import insert_batch_push_relabel
 
@@ -202,6 +230,8 @@ def check_invariants(state: MatchState, atol: float = 1e-3) -> None:
   (``u_i + v_j <= c_ij + atol``) and tight on the matching; for
   "push_relabel", the per-level 1-feasibility and tightness of its duals.
   """
+  if bool(state.rejected):
+    raise AssertionError("an insertion was rejected inside jit (capacity or bad input)")
   k = int(state.count)
   server_of = np.asarray(state.server_of)
   request_of = np.asarray(state.request_of)
@@ -213,7 +243,11 @@ def check_invariants(state: MatchState, atol: float = 1e-3) -> None:
   held = np.nonzero(request_of >= 0)[0]
   if len(held) != k or np.any(request_of[matched] != np.arange(k)):
     raise AssertionError("request_of is not the inverse of server_of")
+  if not np.isfinite(float(matched_cost(state))):
+    raise AssertionError("the matching's cost is not finite")
   if state.config.algorithm == "exact" and k:
+    if not (np.all(np.isfinite(np.asarray(state.u))) and np.all(np.isfinite(np.asarray(state.v)))):
+      raise AssertionError("exact potentials are not finite")
     from jaxlab.matching.reference import cost_matrix
 
     req = np.asarray(state.requests)[:k]

@@ -55,6 +55,10 @@ class MatchState:
     u, v: dual potentials of requests and servers (exact algorithm: the
       Hungarian potentials, ``u_i + v_j <= c_ij`` with equality on matches).
     extra: algorithm-specific state (push-relabel duals, levels, ...) or None.
+    rejected: set when an insertion was refused inside a caller's ``jit``
+      (past capacity, a non-finite coordinate or a bad row index: the eager
+      checks of ``insert`` cannot run on traced values). The state is left
+      unchanged by such an insertion; ``check_invariants`` raises on it.
     config: the static :class:`MatchConfig`.
   """
 
@@ -66,6 +70,7 @@ class MatchState:
   u: jax.Array
   v: jax.Array
   extra: Any
+  rejected: jax.Array
   config: MatchConfig = struct.field(pytree_node=False)
 
 

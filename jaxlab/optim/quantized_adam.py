@@ -152,9 +152,9 @@ def scale_by_quantized_adam(
     mu, nu: formats of the stored first / second moments (None = exact).
     rounding: "nearest", "stochastic" or "truncate", for every quantizer.
     seed: seed of the stochastic rounding streams.
-    moment_storage: None, "bfloat16", "float8_e4m3fn" or "int8" (block-wise
-      absmax scaled, block 256, second moment stored as sqrt, always rounded
-      stochastically); exclusive with ``mu`` / ``nu``.
+    moment_storage: None, "bfloat16" (a plain cast, no scales), "float8_e4m3fn"
+      or "int8" (block-wise absmax scaled, block 256, second moment stored as
+      sqrt(v)); always rounded stochastically; exclusive with ``mu`` / ``nu``.
 
   Returns:
     An ``optax.GradientTransformation`` with :class:`ScaleByQuantizedAdamState`.

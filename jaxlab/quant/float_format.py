@@ -107,12 +107,16 @@ class FloatFormat:
     if not (math.isfinite(mv) and mv > 0):
       raise ValueError(f"max_value must be positive and finite, got {mv}")
     if e is not None and m is not None:
-      emin = 2 - 2 ** (e - 1)
+      bias = 2 ** (e - 1) - 1
+      emin = 1 - bias
       exponent = max(math.floor(math.log2(mv)), emin)
       scaled = mv / 2.0 ** (exponent - m)
-      if not scaled.is_integer() or mv > float(np.finfo(np.float32).max):
+      # The top exponent may hold normals (as float8_e4m3fn), nothing above it.
+      top = (2 - 2.0**-m) * 2.0 ** (bias + 1)
+      if not scaled.is_integer() or mv > min(top, float(np.finfo(np.float32).max)):
         raise ValueError(
-            f"max_value={mv} is not representable with exp_bits={e}, man_bits={m}"
+            f"max_value={mv} is not representable with exp_bits={e}, man_bits={m} "
+            f"(at most {top} on this exponent range)"
         )
 
   @property
@@ -237,7 +241,15 @@ def quantize_f32(
     )
     s_big = jnp.clip(s, 23, 31).astype(jnp.uint32)
     r_big = _round_shift(sig, s_big, rounding, rbits)
-    r_big = jnp.where(s > 31, jnp.uint32(0), r_big)
+    # s > 31: |x| < 2**-8 quanta. Nearest and truncate give 0; stochastic rounds
+    # up with probability sig / 2**s, i.e. when 32 random bits fall below
+    # floor(sig * 2**(32 - s)) (probability error < 2**-32).
+    if rounding == "stochastic":
+      threshold = sig >> jnp.clip(s - 32, 0, 31).astype(jnp.uint32)
+      tiny_up = (rbits < threshold).astype(jnp.uint32)
+    else:
+      tiny_up = jnp.uint32(0)
+    r_big = jnp.where(s > 31, tiny_up, r_big)
     k = jnp.maximum(e, emin) - m_bits + 127  # biased float32 exponent of the quantum
     res_big = jnp.where(
         r_big == 0,
@@ -337,7 +349,10 @@ def quantize_bits(
     key: PRNG key (typed or raw uint32 key data), required for "stochastic".
 
   Returns:
-    An array of x's shape and dtype with values representable in the format.
+    An array of x's shape and dtype with values representable in the format
+    (exactly for float32 inputs; other dtypes are rounded on a float32 carrier
+    and cast back, which rounds once more where the dtype is coarser than the
+    format, saturating at the dtype's largest value).
   """
   check_rounding(rounding, key)
   x = jnp.asarray(x)
@@ -346,6 +361,13 @@ def quantize_bits(
   if rounding == "stochastic":
     rbits = random_bits(key, x.shape)
   y = quantize_f32(x.astype(jnp.float32), exp_bits, man_bits, max_value, rounding, rbits)
+  if x.dtype != jnp.float32:
+    # The float32 result is cast back to x's dtype, which rounds again where the
+    # dtype is coarser than the format; saturate first so a finite input never
+    # becomes inf (e.g. float16 65504 -> bfloat16 grid 65536).
+    dtype_max = quantize_f32(jnp.float32(jnp.finfo(x.dtype).max), exp_bits, man_bits,
+                             max_value, "truncate")
+    y = jnp.clip(y, -dtype_max, dtype_max)
   return y.astype(x.dtype)
 
 

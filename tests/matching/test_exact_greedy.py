@@ -129,3 +129,22 @@ def test_numpy_anchor_is_optimal_and_agrees_with_jax(metric):
                              rtol=1e-9)
   state = M.insert_many(M.init(servers, algorithm="exact", metric=metric), requests)
   np.testing.assert_allclose(float(M.cost(state)), c[np.arange(40), a].sum(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("algorithm", ["exact", "greedy", "push_relabel"])
+def test_inside_user_jit_past_capacity_is_rejected_not_corrupted(algorithm):
+  servers, requests = _instance(0, 3)
+  state = M.init(servers, algorithm=algorithm, capacity=2)
+  step = jax.jit(M.insert)
+  for r in requests:
+    state = step(state, r)
+  assert M.num_inserted(state) == 2 and bool(state.rejected)
+  assert sorted(np.asarray(state.request_of).tolist()) == [-1, 0, 1]
+  with pytest.raises(AssertionError, match="rejected"):
+    M.check_invariants(state)
+
+
+def test_float32_overflow_is_rejected():
+  servers, _ = _instance(0, 3)
+  with pytest.raises(ValueError, match="finite"):
+    M.insert(M.init(servers, algorithm="exact"), np.array([1e39, 0.0]))

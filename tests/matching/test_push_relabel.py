@@ -78,3 +78,12 @@ def test_bad_options():
     M.init(servers, levels=0)
   with pytest.raises(ValueError, match="exact_tail"):
     M.init(servers, exact_tail=9)
+
+
+@pytest.mark.parametrize("scale", [1e-3, 1e3])
+def test_quality_does_not_depend_on_units(scale):
+  """omega starts from the data (the official code's omega = 1 was unit-bound)."""
+  servers, requests = _instance(4, 150)
+  state = M.insert_many(M.init(servers * scale), requests * scale)
+  M.check_invariants(state)
+  assert float(M.cost(state)) / M.optimal_cost(requests * scale, servers * scale) < 1.10

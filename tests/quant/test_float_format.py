@@ -172,3 +172,20 @@ def test_quantize_tree_per_leaf_keys():
   out = quantize_tree(tree, FloatFormat(5, 2), rounding="stochastic", key=jax.random.key(0))
   assert not np.array_equal(out["a"], out["b"])
   assert quantize_tree(tree, None) is tree
+
+
+def test_stochastic_is_unbiased_far_below_the_smallest_subnormal():
+  x = jnp.full((400_000,), 2.0**-20)  # 2**-11 of E4M3's smallest subnormal 2**-9
+  q = np.asarray(quantize(x, FloatFormat.E4M3, rounding="stochastic", key=jax.random.key(5)))
+  assert set(np.unique(q)) <= {0.0, 2.0**-9}
+  # P(up) = 2**-11: about 195 of 400k, standard deviation 14.
+  assert abs(q.mean() / 2.0**-20 - 1) < 0.25
+
+
+def test_max_value_beyond_the_exponent_range_and_narrow_dtypes():
+  with pytest.raises(ValueError, match="max_value"):
+    FloatFormat(4, 3, max_value=2.0**20)
+  assert FloatFormat(4, 3, max_value=480.0).max_finite == 480.0
+  # A finite float16 input never becomes inf through a format wider than float16.
+  out = quantize(jnp.float16(65504), FloatFormat.BF16)
+  assert np.isfinite(np.asarray(out)) and out.dtype == jnp.float16
