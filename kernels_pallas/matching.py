@@ -29,6 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.experimental import pallas as pl
+from jax.experimental.pallas import triton as plt
 
 from jaxlab.quant.float_format import hash_bits
 
@@ -132,6 +133,10 @@ def round_proposals_pallas(dist, y_r, y_s, eligible, valid, row_ids, level, scal
       out_shape=[jax.ShapeDtypeStruct((gp,), jnp.int32), jax.ShapeDtypeStruct((gp,), jnp.int32),
                  jax.ShapeDtypeStruct((gp,), jnp.uint32)],
       interpret=interpret,
+      # Triton on GPU (jax's default Mosaic GPU backend rejects the small scalar
+      # blocks); ignored in interpret mode.
+      compiler_params=None if interpret or jax.default_backend() == "tpu" else
+      plt.CompilerParams(num_warps=4),
       name="push_relabel_round",
   )(iscal, fscal, pad2(dist.astype(jnp.float32), 0.0), pad1(y_r, gp, 0), pad1(y_s, np_, 0),
     pad1(eligible.astype(jnp.int32), np_, 0), pad1(valid.astype(jnp.int32), gp, 0),

@@ -59,6 +59,7 @@ import numpy as np
 from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
+from jax.experimental.pallas import triton as plt
 
 from jaxlab.quant.float_format import (
     ROUNDING_MODES,
@@ -400,7 +401,9 @@ def _pallas_step(p, g, m, v, count, hyper, fmt_fields, key, *, rounding, block_s
   else:
     scalar_specs = [pl.BlockSpec((_NUM_F,), lambda i: (0,)),
                     pl.BlockSpec((_NUM_I,), lambda i: (0,))]
-    compiler_params = None
+    # Triton on GPU: jax's default Mosaic GPU backend rejects the small scalar
+    # blocks (copies must be multiples of the 128-byte warpgroup size).
+    compiler_params = None if interpret else plt.CompilerParams(num_warps=4)
   block = pl.BlockSpec((block_rows, LANES), lambda i: (i, 0))
   out_shape = [jax.ShapeDtypeStruct((rows, LANES), jnp.float32)] * 3
   kernel = functools.partial(_quantized_adam_kernel, rounding=rounding)
