@@ -15,6 +15,12 @@ import numpy as np
 
 from jaxlab.matching.exact import insert_exact
 from jaxlab.matching.greedy import insert_greedy
+from jaxlab.matching.push_relabel import (
+    check_push_relabel_invariants,
+    init_extra,
+    insert_batch_push_relabel,
+    insert_push_relabel,
+)
 from jaxlab.matching.reference import check_metric
 from jaxlab.matching.state import ALGORITHMS, MatchConfig, MatchState, matched_cost
 
@@ -84,8 +90,6 @@ def init(
     requests = jnp.zeros((capacity, dim), jnp.float32)
   extra = None
   if algorithm == "push_relabel":
-    from jaxlab.matching.push_relabel import init_extra
-
     extra = init_extra(config)
   return MatchState(
       servers=jnp.asarray(servers, jnp.float32),
@@ -159,8 +163,6 @@ def _insert_unchecked(state: MatchState, request: jax.Array) -> MatchState:
     return insert_exact(state, row)
   if algorithm == "greedy":
     return insert_greedy(state, row)
-  from jaxlab.matching.push_relabel import insert_push_relabel
-
   return insert_push_relabel(state, row)
 
 
@@ -183,8 +185,6 @@ def _insert_batch(state: MatchState, requests: jax.Array) -> MatchState:
 
 def _insert_batch_unchecked(state: MatchState, requests: jax.Array) -> MatchState:
   if state.config.algorithm == "push_relabel":
-    from jaxlab.matching.push_relabel import insert_batch_push_relabel
-
     return insert_batch_push_relabel(state, requests)
   return _insert_many(state, requests)
 
@@ -213,9 +213,12 @@ def assignment(state: MatchState) -> np.ndarray:
   return np.asarray(state.server_of)[: int(state.count)]
 
 
+_cost = jax.jit(matched_cost)
+
+
 def cost(state: MatchState) -> jax.Array:
   """Total distance of the current matching."""
-  return jax.jit(matched_cost)(state)
+  return _cost(state)
 
 
 def num_inserted(state: MatchState) -> int:
@@ -260,6 +263,4 @@ def check_invariants(state: MatchState, atol: float = 1e-3) -> None:
     if np.abs(tight).max() > scale:
       raise AssertionError(f"exact duals not tight on the matching: {np.abs(tight).max()}")
   if state.config.algorithm == "push_relabel":
-    from jaxlab.matching.push_relabel import check_push_relabel_invariants
-
     check_push_relabel_invariants(state)

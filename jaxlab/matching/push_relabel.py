@@ -58,6 +58,7 @@ import numpy as np
 from jaxlab.matching.exact import insert_exact
 from jaxlab.matching.state import MatchConfig, MatchState, distance_row
 from jaxlab.quant.float_format import hash_bits
+from kernels_pallas.matching import round_proposals
 
 _BIG = np.int32(2**30)
 
@@ -215,12 +216,15 @@ def insert_push_relabel(state: MatchState, row: jax.Array) -> MatchState:
 
 def _first_omega(state: MatchState, row: jax.Array) -> MatchState:
   """Sets omega from the first request: a lower bound on OPT (see module doc)."""
-  d = distance_row(state, state.requests[row])
-  nearest = jnp.min(d)
-  positive = jnp.min(jnp.where(d > 0, d, jnp.inf))
-  omega = jnp.where(nearest > 0, nearest, jnp.where(jnp.isfinite(positive), positive, 1.0))
-  omega = jnp.where(state.count == 0, omega.astype(jnp.float32), state.extra.omega)
-  return state.replace(extra=state.extra._replace(omega=omega))
+
+  def from_row(state):
+    d = distance_row(state, state.requests[row])
+    nearest = jnp.min(d)
+    positive = jnp.min(jnp.where(d > 0, d, jnp.inf))
+    omega = jnp.where(nearest > 0, nearest, jnp.where(jnp.isfinite(positive), positive, 1.0))
+    return state.replace(extra=state.extra._replace(omega=omega.astype(jnp.float32)))
+
+  return jax.lax.cond(state.count == 0, from_row, lambda s: s, state)
 
 
 def _insert_main(state: MatchState, row: jax.Array) -> MatchState:
@@ -265,8 +269,6 @@ def _parallel_rounds(state: MatchState, count: jax.Array, width: int) -> MatchSt
   (:func:`kernels_pallas.matching.round_proposals`), each server accepts one
   random proposer, the matches apply at once and evicted holders go free.
   """
-  from kernels_pallas.matching import round_proposals
-
   cfg = state.config
   sched = schedule(cfg)
   y_max = jnp.asarray(sched["y_max"], jnp.float32)

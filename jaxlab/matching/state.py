@@ -85,11 +85,6 @@ def distance_row(state: MatchState, request: jax.Array) -> jax.Array:
   return jnp.sqrt(jnp.sum(diff * diff, axis=-1))
 
 
-def distances_of(state: MatchState, rows: jax.Array) -> jax.Array:
-  """Distance rows ``(len(rows), n)`` of the stored requests ``rows``."""
-  return jax.vmap(lambda i: distance_row(state, state.requests[i]))(rows)
-
-
 def matched_cost(state: MatchState) -> jax.Array:
   """Total distance of the current matching (float32)."""
   idx = jnp.arange(state.config.capacity)
