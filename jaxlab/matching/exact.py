@@ -27,16 +27,16 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jaxlab.matching.state import MatchState, distance_row
+from jaxlab.matching.state import MatchState, distance_row, first_argmin
 
 
 class DijkstraCarry(NamedTuple):
-  """Loop state of one augmenting-path search (columns 0..n-1 servers, n virtual)."""
+  """Loop state of one augmenting-path search over the n servers."""
 
-  used: jax.Array  # (n + 1,) bool: server in the shortest-path tree
-  dist: jax.Array  # (n + 1,) tentative reduced path length to each server
-  way: jax.Array  # (n + 1,) predecessor column on the shortest path
-  j0: jax.Array  # the column reached last
+  used: jax.Array  # (n,) bool: server in the shortest-path tree
+  dist: jax.Array  # (n,) tentative reduced path length to each server
+  way: jax.Array  # (n,) predecessor server on the path (n: the new request)
+  j: jax.Array  # the closest server outside the tree
 
 
 def insert_exact(
@@ -48,54 +48,53 @@ def insert_exact(
   kept in absolute terms and the potentials are shifted once at the end, for
   the columns in the tree, by ``T - dist[j]`` (``T``: length to the free
   server reached). Equivalent to e-maxx's per-step updates, without a scatter
-  per step. ``column_mask`` (bool, ``(n,)``) restricts the search to some
-  servers (push-relabel's exact tail).
+  per step. The new request is the tree's root (e-maxx's virtual column
+  ``n``), scanned before the loop so that every loop array has length n.
+  ``column_mask`` (bool, ``(n,)``) restricts the search to some servers
+  (push-relabel's exact tail).
   """
   n, cap = state.config.num_servers, state.config.capacity
-  virtual = n
-  # p[j]: request held by column j; the virtual column holds the new request.
-  p = jnp.concatenate([state.request_of, row[None]])
-  u = state.u.at[row].set(0.0)
-  v = jnp.concatenate([state.v, jnp.zeros(1, state.v.dtype)])
+  root = jnp.int32(n)  # the virtual column holding the new request
 
-  def body(c: DijkstraCarry) -> DijkstraCarry:
-    used = c.used.at[c.j0].set(True)
-    i0 = p[c.j0]
-    # Reduced costs from row i0; the matched edge (i0, j0) is tight, so path
-    # lengths continue from dist[j0].
-    row_cost = distance_row(state, state.requests[i0])
+  def reduced_row(i: jax.Array) -> jax.Array:
+    row_cost = distance_row(state, state.requests[i])
     if column_mask is not None:
       row_cost = jnp.where(column_mask, row_cost, jnp.inf)
-    cur = c.dist[c.j0] + row_cost - u[i0] - v[:n]
-    cur = jnp.concatenate([cur, jnp.full((1,), jnp.inf, cur.dtype)])
+    return row_cost - state.u[i] - state.v
+
+  def closest(used, dist):
+    return first_argmin(jnp.where(used, jnp.inf, dist))
+
+  def body(c: DijkstraCarry) -> DijkstraCarry:
+    # The matched edge (i, j) is tight, so path lengths continue from dist[j].
+    used = c.used.at[c.j].set(True)
+    cur = c.dist[c.j] + reduced_row(state.request_of[c.j])
     better = (~used) & (cur < c.dist)
     dist = jnp.where(better, cur, c.dist)
-    way = jnp.where(better, c.j0, c.way)
-    j1 = jnp.argmin(jnp.where(used, jnp.inf, dist)).astype(jnp.int32)
-    return DijkstraCarry(used, dist, way, j1)
+    way = jnp.where(better, c.j, c.way)
+    return DijkstraCarry(used, dist, way, closest(used, dist))
 
-  init = DijkstraCarry(
-      used=jnp.zeros(n + 1, bool),
-      dist=jnp.full(n + 1, jnp.inf, state.u.dtype).at[virtual].set(0.0),
-      way=jnp.full(n + 1, virtual, jnp.int32),
-      j0=jnp.int32(virtual),
-  )
-  # Grow the tree until the column reached last is free (p == -1).
-  c = jax.lax.while_loop(lambda c: p[c.j0] >= 0, body, init)
-  total = c.dist[c.j0]
+  used = jnp.zeros(n, bool)
+  dist = reduced_row(row) + state.u[row]  # the new request's potential starts at 0
+  init = DijkstraCarry(used, dist, jnp.full(n, root, jnp.int32), closest(used, dist))
+  # Grow the tree until the closest server is free.
+  c = jax.lax.while_loop(lambda c: state.request_of[c.j] >= 0, body, init)
+  total = c.dist[c.j]
   shift = jnp.where(c.used, total - c.dist, 0.0)  # zero outside the tree
-  v = v - shift
-  rows = jnp.where(c.used, p, cap)  # scratch slot for columns outside the tree
-  u = jnp.concatenate([u, jnp.zeros(1, u.dtype)]).at[rows].add(shift)[:cap]
+  v = state.v - shift
+  rows = jnp.where(c.used, state.request_of, cap)  # scratch slot outside the tree
+  u = jnp.concatenate([state.u.at[row].set(total), jnp.zeros(1, state.u.dtype)])
+  u = u.at[rows].add(shift)[:cap]
 
-  def flip(carry):  # augment along the predecessor chain back to the virtual column
-    p, j0 = carry
-    j1 = c.way[j0]
-    return p.at[j0].set(p[j1]), j1
+  def flip(carry):  # augment along the predecessor chain back to the root
+    request_of, j = carry
+    prev = c.way[j]
+    holder = jnp.where(prev == root, row, request_of[jnp.minimum(prev, n - 1)])
+    return request_of.at[j].set(holder), prev
 
-  p, _ = jax.lax.while_loop(lambda pc: pc[1] != virtual, flip, (p, c.j0))
-  request_of = p[:n]
+  request_of, _ = jax.lax.while_loop(
+      lambda rc: rc[1] != root, flip, (state.request_of, c.j))
   owners = jnp.where(request_of >= 0, request_of, cap)
   server_of = jnp.full(cap + 1, -1, jnp.int32).at[owners].set(jnp.arange(n, dtype=jnp.int32))
   return state.replace(
-      count=state.count + 1, request_of=request_of, server_of=server_of[:cap], u=u, v=v[:n])
+      count=state.count + 1, request_of=request_of, server_of=server_of[:cap], u=u, v=v)

@@ -56,7 +56,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxlab.matching.exact import insert_exact
-from jaxlab.matching.state import MatchConfig, MatchState, distance_row
+from jaxlab.matching.state import MatchConfig, MatchState, distance_row, first_index
 from jaxlab.quant.float_format import hash_bits
 from kernels_pallas.matching import round_proposals
 
@@ -126,6 +126,18 @@ def scaled_costs(cfg: MatchConfig, dist: jax.Array, omega: jax.Array) -> jax.Arr
   return jnp.minimum(jnp.stack(rows), _BIG).astype(jnp.int32)
 
 
+def scaled_cost_at(cfg: MatchConfig, dist: jax.Array, omega: jax.Array,
+                   level: jax.Array) -> jax.Array:
+  """Row ``level`` (traced) of :func:`scaled_costs`, without the ``(L, n)`` stack."""
+  sched = schedule(cfg)
+  d = jnp.ceil(2.0 * cfg.num_servers * dist / (cfg.eps * omega))
+  out = d
+  for l in range(1, num_levels(cfg)):
+    d = jnp.ceil(d / np.float32(sched["divisor"][l - 1]))
+    out = jnp.where(level >= l, d, out)
+  return jnp.minimum(out, _BIG).astype(jnp.int32)
+
+
 class _Loop(NamedTuple):
   request_of: jax.Array  # (n,) holder of each server
   server_of: jax.Array  # (capacity,) server of each request
@@ -149,14 +161,14 @@ def _place(state: MatchState, row: jax.Array) -> MatchState:
   def body(c: _Loop) -> _Loop:
     f, l, pr = c.free, c.lvl, c.pr
     yf = pr.y_r[l, f]
-    dl = scaled_costs(cfg, distance_row(state, state.requests[f]), pr.omega)[l]
+    dl = scaled_cost_at(cfg, distance_row(state, state.requests[f]), pr.omega, l)
     holder = c.request_of
     is_free = holder < 0
     eligible = is_free | (pr.level[jnp.maximum(holder, 0)] >= l)
     slack = dl - yf - pr.y_s[l]
     adm = eligible & (slack == -1)
     has_free, has_any = jnp.any(adm & is_free), jnp.any(adm)
-    s = jnp.where(has_free, jnp.argmax(adm & is_free), jnp.argmax(adm)).astype(jnp.int32)
+    s = jnp.where(has_free, first_index(adm & is_free), first_index(adm))
     pr = pr._replace(steps=pr.steps + 1)
 
     def move_up(c):  # the dual hit y_max(l): continue one level up
@@ -254,7 +266,7 @@ class _Round(NamedTuple):
 def _initial_dual(state: MatchState, row: jax.Array) -> jax.Array:
   """``y_0(r) = min(y_max(0), min_s d_0(r, s) + 1 - y_0(s))`` for a new request."""
   cfg, pr = state.config, state.extra
-  d = scaled_costs(cfg, distance_row(state, state.requests[row]), pr.omega)[0]
+  d = scaled_cost_at(cfg, distance_row(state, state.requests[row]), pr.omega, 0)
   return jnp.minimum(jnp.int32(int(schedule(cfg)["y_max"][0])), jnp.min(d + 1 - pr.y_s[0]))
 
 

@@ -74,15 +74,46 @@ class MatchState:
   config: MatchConfig = struct.field(pytree_node=False)
 
 
+def first_index(mask: jax.Array) -> jax.Array:
+  """Index of the first ``True`` in a 1-D ``mask`` (0 when there is none).
+
+  ``jnp.argmax`` on a mask, computed as a float ``min`` over positions: XLA's
+  CPU backend runs the (value, index) reduction of ``argmax`` / ``argmin``
+  unvectorized, about 12x slower than this at n = 10,000, and these searches
+  sit in the innermost loops of every matcher.
+  """
+  size = mask.shape[0]
+  if size >= 2**24:  # float32 positions stop being exact
+    return jnp.argmax(mask).astype(jnp.int32)
+  pos = jnp.min(jnp.where(mask, jnp.arange(size, dtype=jnp.float32), jnp.inf))
+  return jnp.where(pos < size, pos, 0).astype(jnp.int32)
+
+
+def first_argmin(x: jax.Array) -> jax.Array:
+  """``jnp.argmin`` of a 1-D array without NaNs (the first minimum), vectorized."""
+  return first_index(x == jnp.min(x))
+
+
+_UNROLL_DIM = 16
+
+
 def distance_row(state: MatchState, request: jax.Array) -> jax.Array:
   """Distances from one request (coordinates or row index) to every server."""
   metric = state.config.metric
   if metric == "precomputed":
     return state.servers[request]
-  diff = state.servers - request[None, :]
-  if metric == "l1":
-    return jnp.sum(jnp.abs(diff), axis=-1)
-  return jnp.sqrt(jnp.sum(diff * diff, axis=-1))
+  term = jnp.abs if metric == "l1" else jnp.square
+  dim = state.servers.shape[1]
+  if dim <= _UNROLL_DIM:
+    # One column at a time: XLA's CPU backend fuses this into a single
+    # vectorized loop over servers, while the row reduction over a short
+    # minor axis below runs up to 7x slower at n = 10,000 in 2-D.
+    total = term(state.servers[:, 0] - request[0])
+    for k in range(1, dim):
+      total = total + term(state.servers[:, k] - request[k])
+  else:
+    total = jnp.sum(term(state.servers - request[None, :]), axis=-1)
+  return total if metric == "l1" else jnp.sqrt(total)
 
 
 def matched_cost(state: MatchState) -> jax.Array:

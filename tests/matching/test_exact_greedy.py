@@ -1,10 +1,13 @@
 """Exact and greedy incremental matching against scipy's optimum."""
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
+from scipy.spatial.distance import cdist
 
 from jaxlab import matching as M
+from jaxlab.matching.state import distance_row, first_argmin, first_index
 
 
 def _instance(seed, n, dim=2):
@@ -148,3 +151,23 @@ def test_float32_overflow_is_rejected():
   servers, _ = _instance(0, 3)
   with pytest.raises(ValueError, match="finite"):
     M.insert(M.init(servers, algorithm="exact"), np.array([1e39, 0.0]))
+
+
+@pytest.mark.parametrize("size", [1, 7, 300])
+def test_first_index_and_argmin_match_numpy(size):
+  rng = np.random.default_rng(size)
+  x = rng.integers(0, 4, size).astype(np.float32)  # ties on purpose
+  x[rng.random(size) < 0.3] = np.inf
+  assert int(first_argmin(jnp.asarray(x))) == int(np.argmin(x))
+  for mask in (x == 0, np.zeros(size, bool), np.ones(size, bool)):
+    assert int(first_index(jnp.asarray(mask))) == int(np.argmax(mask))
+
+
+@pytest.mark.parametrize("dim", [1, 2, 16, 17, 64])  # both sides of the unrolled form
+@pytest.mark.parametrize("metric", ["euclidean", "l1"])
+def test_distance_row_matches_scipy(dim, metric):
+  servers, requests = _instance(dim, 40, dim)
+  state = M.init(servers, metric=metric, algorithm="greedy")
+  want = cdist(requests[:3], servers, "euclidean" if metric == "euclidean" else "cityblock")
+  for i in range(3):
+    np.testing.assert_allclose(distance_row(state, jnp.asarray(requests[i])), want[i], rtol=1e-5)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from jaxlab import matching as M
-from jaxlab.matching.push_relabel import scaled_costs, schedule
+from jaxlab.matching.push_relabel import scaled_cost_at, scaled_costs, schedule
 
 
 def _instance(seed, n, dim=2):
@@ -68,6 +68,15 @@ def test_scaled_costs_by_hand():
   assert d[0, 0] == 30
   assert d[1, 0] == int(np.ceil(30 / sched["divisor"][0]))
   np.testing.assert_allclose(sched["y_max"][0], 25 / 0.2 * 10 ** 0.002)
+
+
+def test_scaled_cost_at_matches_every_level():
+  servers, _ = _instance(0, 10)
+  cfg = M.init(servers).config
+  dist = np.random.default_rng(1).uniform(0, 2, 50).astype(np.float32)
+  full = np.asarray(scaled_costs(cfg, dist, np.float32(0.7)))
+  for level in range(full.shape[0]):
+    np.testing.assert_array_equal(scaled_cost_at(cfg, dist, np.float32(0.7), level), full[level])
 
 
 def test_bad_options():
