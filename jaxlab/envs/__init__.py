@@ -1,0 +1,14 @@
+"""Pure-JAX environments with gymnax's API (``reset(key, params)``, ``step(key, state, action, params)``)."""
+
+from jaxlab.envs.multigoal_point import (
+    BehaviorParams,
+    EnvParams,
+    EnvState,
+    MultiGoalPoint,
+    behavior_action,
+    evaluate,
+    make_dataset,
+)
+
+__all__ = ["BehaviorParams", "EnvParams", "EnvState", "MultiGoalPoint", "behavior_action",
+           "evaluate", "make_dataset"]
