@@ -1,4 +1,7 @@
-"""Pure-JAX environments with gymnax's API (``reset(key, params)``, ``step(key, state, action, params)``)."""
+"""Pure-JAX environments with gymnax's API.
+
+``reset(key, params)`` and ``step(key, state, action, params)``, vmappable and jittable.
+"""
 
 from jaxlab.envs.multigoal_point import (
     BehaviorParams,

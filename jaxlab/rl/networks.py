@@ -8,7 +8,8 @@ plain pytree operations.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -29,7 +30,8 @@ class MLP(nnx.Module):
   def __init__(self, in_dim: int, hidden_dims: Sequence[int], out_dim: int, *,
                layer_norm: bool = False, rngs: nnx.Rngs):
     dims = [in_dim, *hidden_dims]
-    self.hidden = nnx.List([nnx.Linear(a, b, rngs=rngs) for a, b in zip(dims[:-1], dims[1:])])
+    self.hidden = nnx.List(
+        [nnx.Linear(a, b, rngs=rngs) for a, b in zip(dims[:-1], dims[1:], strict=True)])
     self.norms = nnx.List(
         [nnx.LayerNorm(b, rngs=rngs) for b in hidden_dims] if layer_norm else [])
     self.out = nnx.Linear(dims[-1], out_dim, rngs=rngs)
@@ -93,7 +95,7 @@ class Net(struct.PyTreeNode):
   params: Any
 
   @classmethod
-  def create(cls, module: nnx.Module) -> "Net":
+  def create(cls, module: nnx.Module) -> Net:
     graphdef, params = nnx.split(module)
     return cls(graphdef=graphdef, params=params)
 

@@ -31,7 +31,7 @@ def test_log_prob_matches_closed_form_density():
   actions = obs @ W + SIGMA * jax.random.normal(jax.random.key(1), (16, 2))
   got = jax.jit(lambda o, a: flows.log_prob(affine_velocity, o, a, num_steps=400))(obs, actions)
   want = [multivariate_normal(np.asarray(m), SIGMA**2 * np.eye(2)).logpdf(np.asarray(a))
-          for m, a in zip(obs @ W, actions)]
+          for m, a in zip(obs @ W, actions, strict=True)]
   np.testing.assert_allclose(got, want, atol=2e-2)
   # Few steps are a coarse but finite approximation, and the divergence term matters:
   coarse = flows.log_prob(affine_velocity, obs, actions, num_steps=10)

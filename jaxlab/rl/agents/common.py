@@ -1,0 +1,106 @@
+"""Pieces shared by the flow actor-critic agents (FAC, FQL): critic targets, keys, checks."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+
+Batch = dict[str, jax.Array]
+Q_AGGS = ("min", "mean")
+
+
+def as_key_data(seed_or_key: Any) -> jax.Array:
+  """Raw uint32 key data from an int seed or a PRNG key (kept raw so checkpoints stay plain)."""
+  if isinstance(seed_or_key, int):
+    return jax.random.key_data(jax.random.key(seed_or_key))
+  dtype = getattr(seed_or_key, "dtype", None)
+  if dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+    return jax.random.key_data(seed_or_key)
+  return jnp.asarray(seed_or_key, jnp.uint32)
+
+
+def split(rng: jax.Array, num: int) -> tuple[jax.Array, ...]:
+  """Splits raw key data; returns the next raw rng and ``num - 1`` typed keys."""
+  keys = jax.random.split(jax.random.wrap_key_data(rng), num)
+  return (jax.random.key_data(keys[0]), *keys[1:])
+
+
+def aggregate(qs: jax.Array, how: str) -> jax.Array:
+  """Ensemble ``(num_qs, B)`` to ``(B,)``: pessimistic ``min`` or ``mean``."""
+  return jnp.min(qs, axis=0) if how == "min" else jnp.mean(qs, axis=0)
+
+
+def td_target(batch: Batch, next_q: jax.Array, discount: float) -> jax.Array:
+  """``r + gamma * mask * Q_target(s', a')``; ``mask`` is 0 at true terminals only."""
+  return batch["rewards"] + discount * batch["masks"] * next_q
+
+
+def polyak(target: Any, online: Any, tau: float) -> Any:
+  """``target <- (1 - tau) target + tau online``."""
+  return optax.incremental_update(online, target, tau)
+
+
+def critic_td_loss(critic: Any, params: Any, target_params: Any, batch: Batch,
+                   next_actions: jax.Array, discount: float, q_agg: str
+                   ) -> tuple[jax.Array, jax.Array]:
+  """Mean squared TD error over the ensemble, and the ensemble's ``(num_qs, B)`` Q(s, a).
+
+  Target: ``r + gamma * mask * agg(Q_target(s', a'))`` without gradient.
+  """
+  next_q = aggregate(critic(batch["next_observations"], next_actions, params=target_params),
+                     q_agg)
+  target = jax.lax.stop_gradient(td_target(batch, next_q, discount))
+  qs = critic(batch["observations"], batch["actions"], params=params)
+  return jnp.mean((qs - target[None]) ** 2), qs
+
+
+def actor_q_loss(critic: Any, critic_params: Any, obs: jax.Array, actions: jax.Array,
+                 normalize: bool) -> jax.Array:
+  """``-mean Q(s, clip(a))`` (ensemble mean), over ``stop_grad(mean |Q|)`` if ``normalize``.
+
+  The critic's parameters are constants here: only the actor gets this gradient.
+  """
+  q = jnp.mean(critic(obs, jnp.clip(actions, -1, 1),
+                      params=jax.lax.stop_gradient(critic_params)), axis=0)
+  loss = -q.mean()
+  return loss / jax.lax.stop_gradient(jnp.abs(q).mean() + 1e-6) if normalize else loss
+
+
+def q_stats(prefix: str, q: jax.Array) -> dict[str, jax.Array]:
+  """Overestimation diagnostics of ``Q(s, pi(s))`` (rewards in {-1, 0}: Q > 0 is wrong)."""
+  return {f"{prefix}/q_pi_mean": q.mean(), f"{prefix}/q_pi_max": q.max(),
+          f"{prefix}/q_pi_pos_frac": jnp.mean((q > 0).astype(jnp.float32))}
+
+
+def check_common_config(cfg: Any) -> None:
+  """Validates fields the agents share (raises ``ValueError`` naming the field)."""
+  positive = ("lr", "batch_size", "num_qs", "flow_steps", "discount", "tau")
+  for name in positive:
+    value = getattr(cfg, name)
+    if not value > 0:
+      raise ValueError(f"config.{name} must be positive, got {value!r}")
+  if not cfg.discount < 1 or not cfg.tau <= 1:
+    raise ValueError(f"config.discount must be < 1 and tau <= 1, got {cfg.discount}, {cfg.tau}")
+  if cfg.q_agg not in Q_AGGS:
+    raise ValueError(f"config.q_agg must be one of {Q_AGGS}, got {cfg.q_agg!r}")
+  if not cfg.hidden_dims or any(int(h) < 1 for h in cfg.hidden_dims):
+    raise ValueError(f"config.hidden_dims must be positive widths, got {cfg.hidden_dims!r}")
+
+
+def config_dict(cfg: Any) -> dict[str, Any]:
+  return dataclasses.asdict(cfg)
+
+
+def check_example(example_obs: Any, example_actions: Any) -> tuple[int, int]:
+  """``(obs_dim, action_dim)`` from example batches ``(B, d)`` or single rows ``(d,)``."""
+  shapes = []
+  for name, x in (("example_obs", example_obs), ("example_actions", example_actions)):
+    shape = jnp.shape(x)
+    if len(shape) not in (1, 2) or shape[-1] < 1:
+      raise ValueError(f"{name} must have shape (dim,) or (batch, dim), got {shape}")
+    shapes.append(int(shape[-1]))
+  return shapes[0], shapes[1]
