@@ -1,0 +1,182 @@
+"""Flow Actor-Critic: the Q-explosion study on a sparse-reward multimodal task.
+
+    python -m experiments.flow_actor_critic [--quick] [--out DIR] [--seeds S]
+        [--ogbench-dataset PATH] [--checkpoint-dir DIR]
+
+Four arms on ``jaxlab.envs.MultiGoalPoint`` (rewards in {-1, 0}, gamma 0.99:
+true values lie in [-100, 0], so any Q > 0 is overestimation):
+
+* ``no_penalty``: no critic penalty and no distillation (pure Q maximization
+  by a one-step actor on a critic trained by TD alone);
+* ``penalty_only``: FAC's density-weighted critic penalty, no distillation;
+* ``fac``: the paper's agent (penalty + distillation to the frozen flow);
+* ``fql``: Flow Q-Learning (distillation only, flow trained jointly).
+
+Logged per evaluation chunk: mean / max Q(s, pi(s)) on dataset states, the
+fraction of Q > 0, FAC's mean penalty weight, success rate and return. With
+``--ogbench-dataset`` the same arms also train on an OGBench pointmaze
+dataset file (``experiments.make_ogbench_data``; Q statistics only: the
+mujoco environment is not evaluated inside the scan). Writes
+``results.json``, ``summary.md``, ``q_values.png``, ``success.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import time
+
+import jax
+import matplotlib
+import numpy as np
+from tqdm.auto import tqdm
+
+from jaxlab import envs
+from jaxlab.rl.agents import FACAgent, FACConfig, FQLAgent, FQLConfig, unregularized
+from jaxlab.rl.train import TrainConfig, make_train
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+ARMS = ("no_penalty", "penalty_only", "fac", "fql")
+
+CONFIGS = {
+    "smoke": dict(hidden=(16, 16), episodes=40, pretrain=20, steps=40, eval_every=20, seeds=2,
+                  eval_episodes=8, batch=32),
+    "quick": dict(hidden=(128, 128), episodes=1000, pretrain=2000, steps=6000, eval_every=1000,
+                  seeds=3, eval_episodes=100, batch=256),
+    "full": dict(hidden=(256, 256, 256), episodes=2000, pretrain=10000, steps=50000,
+                 eval_every=5000, seeds=5, eval_episodes=200, batch=256),
+}
+
+
+def arm_setup(arm: str, cfg: dict) -> tuple[type, object]:
+  """Agent class and config of one arm at a scale."""
+  common = dict(hidden_dims=cfg["hidden"], batch_size=cfg["batch"])
+  if arm == "no_penalty":
+    return FACAgent, unregularized.get_config(distill=0.0, **common)
+  if arm == "penalty_only":
+    return FACAgent, FACConfig(distill=0.0, pretrain_steps=cfg["pretrain"], **common)
+  if arm == "fac":
+    return FACAgent, FACConfig(pretrain_steps=cfg["pretrain"], **common)
+  if arm == "fql":
+    return FQLAgent, FQLConfig(**common)
+  raise ValueError(f"arm must be one of {ARMS}, got {arm!r}")
+
+
+def run_arm(arm: str, cfg: dict, dataset: dict, evaluate: bool, checkpoint_dir: str | None,
+            seed: int = 0) -> dict:
+  agent_cls, agent_cfg = arm_setup(arm, cfg)
+  evaluate_fn = None
+  if evaluate:
+    evaluate_fn = lambda key, agent: envs.evaluate(key, agent.sample_actions, cfg["eval_episodes"])
+  tc = TrainConfig(num_steps=cfg["steps"], eval_every=cfg["eval_every"],
+                   eval_episodes=cfg["eval_episodes"])
+  train = make_train(agent_cls, agent_cfg, dataset, tc, evaluate_fn)
+  keys = jax.random.split(jax.random.key(seed), cfg["seeds"])
+  start = time.time()
+  _, history = train(keys, checkpoint_dir=checkpoint_dir)
+  wall = time.time() - start
+  hist = {k: v.tolist() for k, v in history.items()}
+  final = {k: {"mean": float(np.mean(v[-1])), "std": float(np.std(v[-1])),
+               "per_seed": [float(x) for x in v[-1]]} for k, v in history.items()}
+  return {"arm": arm, "config": dataclasses.asdict(agent_cfg), "history": hist, "final": final,
+          "wall_time_s": wall}
+
+
+SUMMARY_KEYS = (("critic/q_pi_mean", "Q(s,pi) mean"), ("critic/q_pi_max", "Q(s,pi) max"),
+                ("critic/q_pi_pos_frac", "frac Q>0"), ("penalty/w_mean", "mean w"),
+                ("eval/success", "success"), ("eval/return", "return"))
+
+
+def format_table(runs: list[dict]) -> str:
+  head = "| task | arm | " + " | ".join(name for _, name in SUMMARY_KEYS) + " |"
+  lines = [head, "|" + "---|" * (len(SUMMARY_KEYS) + 2)]
+  for r in runs:
+    cells = []
+    for key, _ in SUMMARY_KEYS:
+      f = r["final"].get(key)
+      cells.append(f"{f['mean']:.3g} ± {f['std']:.2g}" if f else "")
+    lines.append(f"| {r['task']} | {r['arm']} | " + " | ".join(cells) + " |")
+  return "\n".join(lines)
+
+
+def plot(runs: list[dict], out: str) -> list[str]:
+  paths = []
+  for key, name, fname in (("critic/q_pi_mean", "mean Q(s, pi(s))", "q_values.png"),
+                           ("eval/success", "success rate", "success.png")):
+    tasks = sorted({r["task"] for r in runs if key in r["history"]})
+    if not tasks:
+      continue
+    fig, axes = plt.subplots(1, len(tasks), figsize=(5 * len(tasks), 3.6), squeeze=False)
+    for ax, task in zip(axes[0], tasks, strict=True):
+      for r in runs:
+        if r["task"] != task or key not in r["history"]:
+          continue
+        steps = np.asarray(r["history"]["step"])[:, 0]
+        vals = np.asarray(r["history"][key])
+        ax.plot(steps, vals.mean(1), label=r["arm"])
+        ax.fill_between(steps, vals.min(1), vals.max(1), alpha=0.2)
+      if key == "critic/q_pi_mean":
+        ax.axhline(0.0, color="k", lw=0.8, ls="--")
+      ax.set(title=task, xlabel="actor-critic steps", ylabel=name)
+      ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = os.path.join(out, fname)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    paths.append(path)
+  return paths
+
+
+def main(argv=None) -> dict:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--quick", action="store_true", help="smoke scale, < 10 min on 2 cores")
+  parser.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)  # tests only
+  parser.add_argument("--out", default="results/flow_actor_critic")
+  parser.add_argument("--seeds", type=int, default=None)
+  parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
+  parser.add_argument("--ogbench-dataset", default=None,
+                      help="an OGBench pointmaze .npz (experiments.make_ogbench_data)")
+  parser.add_argument("--checkpoint-dir", default=None,
+                      help="orbax checkpoints per arm; rerun with the same flag to resume")
+  args = parser.parse_args(argv)
+  scale = "smoke" if args.smoke else "quick" if args.quick else "full"
+  cfg = dict(CONFIGS[scale])
+  if args.seeds is not None:
+    if args.seeds < 1:
+      raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
+    cfg["seeds"] = args.seeds
+  os.makedirs(args.out, exist_ok=True)
+  start = time.time()
+  tasks = [("multigoal_point", envs.make_dataset(jax.random.key(1234), cfg["episodes"]), True)]
+  if args.ogbench_dataset:
+    from jaxlab.rl.ogbench_data import load_dataset
+    tasks.append(("ogbench_pointmaze", load_dataset(args.ogbench_dataset), False))
+  runs = []
+  jobs = [(t, a) for t in tasks for a in args.arms]
+  for (task, data, evaluate), arm in tqdm(jobs, desc="flow_actor_critic", unit="arm"):
+    ckpt = (os.path.join(os.path.abspath(args.checkpoint_dir), task, arm)
+            if args.checkpoint_dir else None)
+    run = run_arm(arm, cfg, data, evaluate, ckpt)
+    run["task"] = task
+    runs.append(run)
+  table = format_table(runs)
+  result = {"scale": scale, "config": cfg, "runs": runs, "wall_time_s": time.time() - start,
+            "dataset_sizes": {t: len(d["rewards"]) for t, d, _ in tasks},
+            "machine": {"backend": jax.default_backend(), "jax": jax.__version__}}
+  result["figures"] = plot(runs, args.out)
+  with open(os.path.join(args.out, "results.json"), "w") as f:
+    json.dump(result, f, indent=1, default=str)
+  with open(os.path.join(args.out, "summary.md"), "w") as f:
+    f.write(f"# flow_actor_critic ({scale}), {result['wall_time_s']:.0f} s\n\n"
+            "Final chunk, mean ± std over seeds.\n\n" + table + "\n")
+  print(table)
+  print(f"\nwall time {result['wall_time_s']:.1f} s; results in {args.out}")
+  return result
+
+
+if __name__ == "__main__":
+  main()
