@@ -47,8 +47,8 @@ CONFIGS = {
                   eval_episodes=8, batch=32),
     "quick": dict(hidden=(128, 128), episodes=1000, pretrain=2000, steps=6000, eval_every=1000,
                   seeds=3, eval_episodes=100, batch=256),
-    "full": dict(hidden=(256, 256, 256), episodes=2000, pretrain=10000, steps=50000,
-                 eval_every=5000, seeds=5, eval_episodes=200, batch=256),
+    "full": dict(hidden=(128, 128), episodes=2000, pretrain=5000, steps=20000,
+                 eval_every=2000, seeds=5, eval_episodes=200, batch=256),
 }
 
 
