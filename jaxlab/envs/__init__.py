@@ -12,6 +12,20 @@ from jaxlab.envs.multigoal_point import (
     evaluate,
     make_dataset,
 )
+from jaxlab.envs.point_maze import (
+    MazeParams,
+    MazeState,
+    PointMaze,
+    PointPush,
+    PushParams,
+    PushState,
+    is_wall,
+    make_layout,
+    make_walls,
+    wall_map,
+)
 
-__all__ = ["BehaviorParams", "EnvParams", "EnvState", "MultiGoalPoint", "behavior_action",
-           "evaluate", "make_dataset"]
+__all__ = ["BehaviorParams", "EnvParams", "EnvState", "MazeParams", "MazeState",
+           "MultiGoalPoint", "PointMaze", "PointPush", "PushParams", "PushState",
+           "behavior_action", "evaluate", "is_wall", "make_dataset", "make_layout", "make_walls",
+           "wall_map"]
