@@ -149,6 +149,21 @@ class PointMaze(environment.Environment[MazeState, MazeParams]):
     """The desired goal in observation units (position / 11)."""
     return _cell_center(params.goal_cell) / SIZE
 
+  def achieved_goal(self, state: MazeState, params: MazeParams | None = None) -> jax.Array:
+    return state.pos / SIZE
+
+  def desired_goal(self, state: MazeState, params: MazeParams) -> jax.Array:
+    return self.goal(params)
+
+  def goal_threshold(self, params: MazeParams) -> jax.Array:
+    """Success distance in goal units."""
+    return params.threshold / SIZE
+
+  def subgoal_in_wall(self, state: MazeState, subgoal: jax.Array) -> jax.Array:
+    """Whether a subgoal (goal units) lies in a wall cell of this episode's maze."""
+    cell = jnp.clip(jnp.floor(subgoal * SIZE).astype(jnp.int32), 0, SIZE - 1)
+    return is_wall(state.layout, cell[..., 0], cell[..., 1])
+
   def _reached(self, pos: jax.Array, params: MazeParams) -> jax.Array:
     return jnp.linalg.norm(pos - _cell_center(params.goal_cell)) <= params.threshold
 
@@ -224,6 +239,18 @@ class PointPush(environment.Environment[PushState, PushParams]):
 
   def get_obs(self, state: PushState, params=None, key=None) -> jax.Array:
     return jnp.concatenate([state.agent, state.box, state.box - state.agent])
+
+  def achieved_goal(self, state: PushState, params: PushParams | None = None) -> jax.Array:
+    return state.box
+
+  def desired_goal(self, state: PushState, params: PushParams) -> jax.Array:
+    return state.goal
+
+  def goal_threshold(self, params: PushParams) -> jax.Array:
+    return params.threshold
+
+  def subgoal_in_wall(self, state: PushState, subgoal: jax.Array) -> jax.Array:
+    return jnp.zeros(subgoal.shape[:-1], bool)  # no walls
 
   def is_terminated(self, state: PushState, params: PushParams) -> jax.Array:
     return jnp.linalg.norm(state.box - state.goal) <= params.threshold

@@ -165,7 +165,7 @@ def make_train(
       manager = ocp.CheckpointManager(os.path.abspath(checkpoint_dir),
                                       options=ocp.CheckpointManagerOptions(max_to_keep=2))
       if manager.latest_step() is not None:
-        carry, history, start, steps_done = _restore(manager, carry)
+        carry, history, start, steps_done = restore_checkpoint(manager, carry)
     eval_keys = jax.random.split(jax.random.fold_in(keys[0], 1), len(plan))
     ran = 0
     for i in tqdm(range(start, len(plan)), desc="train", initial=start, total=len(plan),
@@ -185,7 +185,7 @@ def make_train(
           record.update({f"eval/{k}": v for k, v in eval_fn(seed_keys, carry.agent).items()})
         history.append(jax.tree.map(np.asarray, record))
       if manager is not None:
-        _save(manager, i + 1, carry, history, steps_done)
+        save_checkpoint(manager, i + 1, carry, history, steps_done)
       ran += 1
       if stop_after is not None and ran >= stop_after:
         break
@@ -202,7 +202,8 @@ def _chunks(total: int, size: int) -> list[int]:
   return [size] * (total // size) + ([total % size] if total % size else [])
 
 
-def _save(manager, step: int, carry: Carry, history: list, steps_done: int) -> None:
+def save_checkpoint(manager, step: int, carry: Any, history: list, steps_done: int) -> None:
+  """Saves a carry pytree (as its leaves), the history so far and a step counter."""
   leaves = [np.asarray(x) for x in jax.tree.leaves(carry)]
   hist = [{k: np.asarray(v) for k, v in h.items()} for h in history]
   tree = {"leaves": leaves, "history": hist, "steps_done": np.int64(steps_done)}
@@ -210,7 +211,8 @@ def _save(manager, step: int, carry: Carry, history: list, steps_done: int) -> N
   manager.wait_until_finished()
 
 
-def _restore(manager, template: Carry):
+def restore_checkpoint(manager, template: Any):
+  """Restores what :func:`save_checkpoint` wrote into ``template``'s structure."""
   step = manager.latest_step()
   tree = manager.restore(step, args=ocp.args.StandardRestore())
   leaves, treedef = jax.tree.flatten(template)

@@ -77,15 +77,15 @@ def q_stats(prefix: str, q: jax.Array) -> dict[str, jax.Array]:
 
 
 def check_common_config(cfg: Any) -> None:
-  """Validates fields the agents share (raises ``ValueError`` naming the field)."""
+  """Validates the shared fields a config has (raises ``ValueError`` naming the field)."""
   positive = ("lr", "batch_size", "num_qs", "flow_steps", "discount", "tau")
   for name in positive:
-    value = getattr(cfg, name)
+    value = getattr(cfg, name, 1)
     if not value > 0:
       raise ValueError(f"config.{name} must be positive, got {value!r}")
   if not cfg.discount < 1 or not cfg.tau <= 1:
     raise ValueError(f"config.discount must be < 1 and tau <= 1, got {cfg.discount}, {cfg.tau}")
-  if cfg.q_agg not in Q_AGGS:
+  if getattr(cfg, "q_agg", "min") not in Q_AGGS:
     raise ValueError(f"config.q_agg must be one of {Q_AGGS}, got {cfg.q_agg!r}")
   if not cfg.hidden_dims or any(int(h) < 1 for h in cfg.hidden_dims):
     raise ValueError(f"config.hidden_dims must be positive widths, got {cfg.hidden_dims!r}")

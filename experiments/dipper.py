@@ -1,0 +1,182 @@
+"""DIPPER vs FLAT, HIER and DIPPER without V on PointMaze and PointPush, and a lambda sweep.
+
+    python -m experiments.dipper [--quick] [--out DIR] [--seeds S] [--checkpoint-dir DIR]
+
+All arms see the same number of environment steps per task. Logged after
+every iteration (deterministic evaluation): success rate, subgoal distance
+(end of window vs proposed subgoal; non-stationarity, lower is better), the
+low level's Q of proposed subgoals (feasibility, higher is better), the
+fraction of subgoals inside walls (maze) and the mean subgoal step length
+(trivial subgoals are short). The lambda sweep runs DIPPER on the maze with
+several value weights: small lambda should allow infeasible subgoals, large
+lambda trivial ones. Writes ``results.json``, ``summary.md``,
+``success.png`` and ``lambda_sweep.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import time
+
+import jax
+import matplotlib
+import numpy as np
+from tqdm.auto import tqdm
+
+from jaxlab import envs
+from jaxlab.rl import hrl
+from jaxlab.rl.agents.dipper import DipperConfig
+from jaxlab.rl.agents.gcsac import SACConfig
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+ARMS = ("flat", "hier", "dipper_no_v", "dipper")
+TASKS = {"maze": (envs.PointMaze, 15), "push": (envs.PointPush, 7)}  # env, subgoal period c
+
+CONFIGS = {
+    "smoke": dict(seeds=2, iterations=2, iters_per_chunk=1, num_envs=4, low_updates=4,
+                  high_updates=2, hidden=(16, 16), batch=32, pairs=8, m=2, eval_envs=4,
+                  buffer=16, lams=(0.0, 10.0), lam=1.0),
+    "quick": dict(seeds=3, iterations=30, iters_per_chunk=10, num_envs=8, low_updates=40,
+                  high_updates=10, hidden=(64, 64), batch=128, pairs=32, m=3, eval_envs=16,
+                  buffer=128, lams=(0.01, 1.0, 100.0), lam=1.0),
+    "full": dict(seeds=5, iterations=300, iters_per_chunk=25, num_envs=16, low_updates=100,
+                 high_updates=20, hidden=(128, 128), batch=256, pairs=64, m=5, eval_envs=32,
+                 buffer=512, lams=(0.0, 0.01, 0.1, 1.0, 10.0, 100.0), lam=1.0),
+}
+
+
+def hrl_config(arm: str, task: str, cfg: dict, lam: float | None = None) -> hrl.HRLConfig:
+  """The HRL configuration of one arm on one task at a scale."""
+  if arm not in ARMS:
+    raise ValueError(f"arm must be one of {ARMS}, got {arm!r}")
+  c = TASKS[task][1]
+  sac = SACConfig(hidden_dims=cfg["hidden"], batch_size=cfg["batch"])
+  lam = (0.0 if arm == "dipper_no_v" else cfg["lam"]) if lam is None else lam
+  dip = DipperConfig(hidden_dims=cfg["hidden"], batch_size=cfg["pairs"], m=cfg["m"], lam=lam)
+  return hrl.HRLConfig(
+      agent="dipper" if arm.startswith("dipper") else arm, subgoal_period=c, num_windows=15,
+      num_envs=cfg["num_envs"], iterations=cfg["iterations"],
+      iters_per_chunk=cfg["iters_per_chunk"], low_updates=cfg["low_updates"],
+      high_updates=cfg["high_updates"], buffer_episodes=cfg["buffer"],
+      eval_envs=cfg["eval_envs"], low=sac, high=sac, dipper=dip)
+
+
+def run(task: str, arm: str, config: hrl.HRLConfig, seeds: int, ckpt: str | None) -> dict:
+  env = TASKS[task][0]()
+  train = hrl.make_train(env, env.default_params, config)
+  start = time.time()
+  _, history = train(jax.random.split(jax.random.key(0), seeds), checkpoint_dir=ckpt)
+  last = max(1, len(history["env_steps"]) // 5)  # final metrics: mean of the last 20%
+  final = {k: {"mean": float(np.mean(v[-last:])), "std": float(np.std(np.mean(v[-last:], 0))),
+               "per_seed": np.mean(v[-last:], 0).tolist()} for k, v in history.items()}
+  return {"task": task, "arm": arm, "lam": config.dipper.lam,
+          "config": dataclasses.asdict(config), "history": {k: v.tolist() for k, v in
+                                                            history.items()},
+          "final": final, "wall_time_s": time.time() - start}
+
+
+KEYS = (("eval/success", "success"), ("eval/subgoal_distance", "subgoal dist"),
+        ("eval/lower_q", "lower Q"), ("eval/subgoal_in_wall", "in wall"),
+        ("eval/subgoal_step", "step length"))
+
+
+def format_table(runs: list[dict]) -> str:
+  lines = ["| task | arm | lambda | " + " | ".join(n for _, n in KEYS) + " |",
+           "|" + "---|" * (len(KEYS) + 3)]
+  for r in runs:
+    flat = r["arm"] == "flat"
+    cells = [f"{r['final'][k]['mean']:.3g} ± {r['final'][k]['std']:.2g}"
+             if k in r["final"] and not (flat and k != "eval/success") else "" for k, _ in KEYS]
+    lam = "" if r["arm"] in ("flat", "hier") else f"{r['lam']:g}"
+    lines.append(f"| {r['task']} | {r['arm']} | {lam} | " + " | ".join(cells) + " |")
+  return "\n".join(lines)
+
+
+def plot(runs: list[dict], out: str) -> list[str]:
+  paths = []
+  main_runs = [r for r in runs if not r.get("sweep")]
+  tasks = sorted({r["task"] for r in main_runs})
+  if tasks:
+    fig, axes = plt.subplots(1, len(tasks), figsize=(5 * len(tasks), 3.6), squeeze=False)
+    for ax, task in zip(axes[0], tasks, strict=True):
+      for r in main_runs:
+        if r["task"] == task:
+          x = np.asarray(r["history"]["env_steps"])[:, 0]
+          y = np.asarray(r["history"]["eval/success"])
+          ax.plot(x, y.mean(1), label=r["arm"])
+          ax.fill_between(x, y.min(1), y.max(1), alpha=0.15)
+      ax.set(title=task, xlabel="environment steps", ylabel="success rate")
+      ax.legend(fontsize=8)
+    fig.tight_layout()
+    paths.append(os.path.join(out, "success.png"))
+    fig.savefig(paths[-1], dpi=120)
+    plt.close(fig)
+  sweep = sorted([r for r in runs if r.get("sweep")], key=lambda r: r["lam"])
+  if sweep:
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.4))
+    lams = [max(r["lam"], 1e-3) for r in sweep]
+    for ax, (key, name) in zip(axes, (("eval/subgoal_in_wall", "subgoals in walls"),
+                                      ("eval/subgoal_step", "subgoal step length"),
+                                      ("eval/success", "success")), strict=True):
+      ax.errorbar(lams, [r["final"][key]["mean"] for r in sweep],
+                  [r["final"][key]["std"] for r in sweep], marker="o")
+      ax.set(xscale="log", xlabel="lambda", title=name)
+    fig.tight_layout()
+    paths.append(os.path.join(out, "lambda_sweep.png"))
+    fig.savefig(paths[-1], dpi=120)
+    plt.close(fig)
+  return paths
+
+
+def main(argv=None) -> dict:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--quick", action="store_true", help="smoke scale, < 15 min on 2 cores")
+  parser.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)  # tests only
+  parser.add_argument("--out", default="results/dipper")
+  parser.add_argument("--seeds", type=int, default=None)
+  parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
+  parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
+  parser.add_argument("--no-sweep", action="store_true", help="skip the lambda sweep")
+  parser.add_argument("--checkpoint-dir", default=None)
+  args = parser.parse_args(argv)
+  scale = "smoke" if args.smoke else "quick" if args.quick else "full"
+  cfg = dict(CONFIGS[scale])
+  if args.seeds is not None:
+    if args.seeds < 1:
+      raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
+    cfg["seeds"] = args.seeds
+  os.makedirs(args.out, exist_ok=True)
+  jobs = [(t, a, None) for t in args.tasks for a in args.arms]
+  if not args.no_sweep and "maze" in args.tasks:
+    jobs += [("maze", "dipper", lam) for lam in cfg["lams"]]
+  start = time.time()
+  runs = []
+  for task, arm, lam in tqdm(jobs, desc="dipper", unit="run"):
+    name = f"{task}_{arm}" + ("" if lam is None else f"_lam{lam:g}")
+    ckpt = os.path.join(os.path.abspath(args.checkpoint_dir), name) if args.checkpoint_dir else None
+    r = run(task, arm, hrl_config(arm, task, cfg, lam), cfg["seeds"], ckpt)
+    r["sweep"] = lam is not None
+    runs.append(r)
+  table = format_table(runs)
+  result = {"scale": scale, "config": {k: list(v) if isinstance(v, tuple) else v
+                                       for k, v in cfg.items()},
+            "runs": runs, "wall_time_s": time.time() - start,
+            "machine": {"backend": jax.default_backend(), "jax": jax.__version__}}
+  result["figures"] = plot(runs, args.out)
+  with open(os.path.join(args.out, "results.json"), "w") as f:
+    json.dump(result, f, indent=1, default=str)
+  with open(os.path.join(args.out, "summary.md"), "w") as f:
+    f.write(f"# dipper ({scale}), {result['wall_time_s']:.0f} s\n\nFinal 20% of iterations, "
+            "mean ± std over seeds (deterministic evaluation).\n\n" + table + "\n")
+  print(table)
+  print(f"\nwall time {result['wall_time_s']:.1f} s; results in {args.out}")
+  return result
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,303 @@
+"""Goal-conditioned hierarchical RL: FLAT, HIER and DIPPER in one scanned, seed-vmapped loop.
+
+Every iteration collects ``num_envs`` fixed-length episodes with vmapped
+environments, stores them in an episode replay buffer, and trains:
+
+* the low level (:class:`~jaxlab.rl.agents.gcsac.SACAgent`) on
+  hindsight-relabelled transitions ("future" strategy: with probability
+  ``her_prob`` the goal becomes an achieved goal later in the episode; reward
+  ``-1[||achieved(s') - g|| > threshold]``);
+* ``agent="flat"``: nothing else (the low level pursues the task goal);
+* ``agent="hier"``: a high-level SAC proposing a subgoal every ``c`` steps,
+  trained on the environment's sparse reward summed over each window (with
+  the same hindsight relabelling of the task goal), the non-stationary
+  baseline;
+* ``agent="dipper"``: the high level trained by DPO on preferences between
+  pairs of its episodes plus the low-level value term
+  (:mod:`jaxlab.rl.agents.dipper`); ``V^L_m`` is the low level after ``m``
+  extra SAC steps on fresh batches, recomputed every iteration.
+
+After every iteration a deterministic evaluation on ``eval_envs`` episodes
+reports the success rate and DIPPER's diagnostics: subgoal distance (the
+state reached at the end of a window vs the subgoal proposed for it), the
+low-level Q of proposed subgoals, the fraction of subgoals inside walls and
+the mean subgoal step length. ``make_train(env, env_params, config)`` returns
+``train(keys, checkpoint_dir=None, stop_after=None)``: chunks of
+``iters_per_chunk`` iterations are one ``jax.jit(jax.vmap(lax.scan))`` each,
+checkpointed with orbax after each chunk and resumed exactly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import orbax.checkpoint as ocp
+from tqdm.auto import tqdm
+
+from jaxlab.rl.agents.common import split
+from jaxlab.rl.agents.dipper import DipperConfig, DipperHigh, preference_labels, window_scores
+from jaxlab.rl.agents.gcsac import SACAgent, SACConfig
+from jaxlab.rl.train import restore_checkpoint, save_checkpoint
+
+AGENTS = ("flat", "hier", "dipper")
+
+
+@dataclasses.dataclass(frozen=True)
+class HRLConfig:
+  """The hierarchy, the data collection and the update schedule."""
+
+  agent: str = "dipper"  # "flat", "hier" or "dipper"
+  subgoal_period: int = 15  # c: low-level steps per subgoal (15 maze, 7 push)
+  num_windows: int = 15  # H: subgoals per episode; episode length T = c * H
+  num_envs: int = 16  # training episodes collected per iteration
+  iterations: int = 100  # total iterations (env steps = iterations * num_envs * T)
+  iters_per_chunk: int = 10  # iterations per jitted chunk (checkpoint after each)
+  low_updates: int = 50  # low-level SAC steps per iteration
+  high_updates: int = 10  # high-level steps per iteration (HIER, DIPPER)
+  buffer_episodes: int = 512  # replay capacity in episodes
+  her_prob: float = 0.8  # hindsight relabelling probability
+  eval_envs: int = 32  # deterministic evaluation episodes per iteration
+  low: SACConfig = SACConfig(hidden_dims=(64, 64))
+  high: SACConfig = SACConfig(hidden_dims=(64, 64))  # HIER's high level
+  dipper: DipperConfig = DipperConfig(hidden_dims=(64, 64))  # DIPPER's high level
+
+
+class Buffer(NamedTuple):
+  """Episode replay: ``E`` episodes of ``T`` steps each (ring buffer)."""
+
+  obs: jax.Array  # (E, T + 1, obs_dim)
+  ach: jax.Array  # (E, T + 1, g) achieved goals
+  act: jax.Array  # (E, T, A) low-level actions
+  sub: jax.Array  # (E, T, g) goal the low level pursued at each step
+  high_act: jax.Array  # (E, H, g) high-level actions in [-1, 1]
+  desired: jax.Array  # (E, g) task goal
+  ptr: jax.Array
+  size: jax.Array
+
+
+class HRLState(NamedTuple):
+  low: SACAgent
+  high: Any  # SACAgent (hier), DipperHigh (dipper) or None (flat)
+  buffer: Buffer
+  rng: jax.Array  # raw key data
+
+
+def check_config(config: HRLConfig) -> None:
+  if config.agent not in AGENTS:
+    raise ValueError(f"config.agent must be one of {AGENTS}, got {config.agent!r}")
+  for name in ("subgoal_period", "num_windows", "num_envs", "iterations", "iters_per_chunk",
+               "low_updates", "buffer_episodes", "eval_envs"):
+    if int(getattr(config, name)) < 1:
+      raise ValueError(f"config.{name} must be >= 1, got {getattr(config, name)}")
+  if config.high_updates < 0 or not 0 <= config.her_prob <= 1:
+    raise ValueError(f"config.high_updates must be >= 0 and her_prob in [0, 1], got "
+                     f"{config.high_updates}, {config.her_prob}")
+
+
+def make_train(env: Any, env_params: Any, config: HRLConfig):
+  """Builds ``train(keys, checkpoint_dir=None, stop_after=None) -> (state, history)``."""
+  check_config(config)
+  c, num_windows = config.subgoal_period, config.num_windows
+  horizon = c * num_windows
+  hierarchical = config.agent != "flat"
+  threshold = env.goal_threshold(env_params)
+
+  def init(key) -> HRLState:
+    k_low, k_high, k_env, rng = jax.random.split(key, 4)
+    obs, state = env.reset_env(k_env, env_params)
+    goal = env.desired_goal(state, env_params)
+    action = jnp.zeros(env.action_space(env_params).shape)
+    low = SACAgent.create(k_low, obs, goal, action, config.low)
+    high = None
+    if config.agent == "hier":
+      high = SACAgent.create(k_high, obs, goal, goal, config.high)
+    elif config.agent == "dipper":
+      high = DipperHigh.create(k_high, obs, goal, goal.shape[-1], config.dipper)
+    e = config.buffer_episodes
+    buffer = Buffer(
+        obs=jnp.zeros((e, horizon + 1) + obs.shape), ach=jnp.zeros((e, horizon + 1) + goal.shape),
+        act=jnp.zeros((e, horizon) + action.shape), sub=jnp.zeros((e, horizon) + goal.shape),
+        high_act=jnp.zeros((e, num_windows) + goal.shape), desired=jnp.zeros((e,) + goal.shape),
+        ptr=jnp.int32(0), size=jnp.int32(0))
+    return HRLState(low, high, buffer, jax.random.key_data(rng))
+
+  def rollout(key, low: SACAgent, high: Any, deterministic: bool):
+    """One episode of T steps (no early reset): its arrays and its diagnostics."""
+    k_reset, k_run = jax.random.split(key)
+    obs, state = env.reset_env(k_reset, env_params)
+    desired = env.desired_goal(state, env_params)
+
+    def step(carry, inp):
+      obs, state, sub, hact, success = carry
+      t, key = inp
+      k_high, k_low, k_env = jax.random.split(key, 3)
+      if hierarchical:
+        new = high.sample_actions(obs[None], desired[None], k_high, deterministic)[0]
+        start = t % c == 0
+        hact = jnp.where(start, new, hact)
+        sub = jnp.where(start, (hact + 1.0) / 2.0, sub)
+      else:
+        sub, start = desired, t % c == 0
+      action = low.sample_actions(obs[None], sub[None], k_low, deterministic)[0]
+      record = {"obs": obs, "ach": env.achieved_goal(state, env_params), "act": action,
+                "sub": sub, "hact": hact, "start": start,
+                "in_wall": env.subgoal_in_wall(state, sub)}
+      obs, state, _, reached, _ = env.step_env(k_env, state, action, env_params)
+      return (obs, state, sub, hact, success | reached), record
+
+    init_carry = (obs, state, desired, jnp.zeros_like(desired), jnp.bool_(False))
+    (obs_T, state_T, _, _, success), rec = jax.lax.scan(
+        step, init_carry, (jnp.arange(horizon), jax.random.split(k_run, horizon)))
+    ach = jnp.concatenate([rec["ach"], env.achieved_goal(state_T, env_params)[None]])
+    episode = {"obs": jnp.concatenate([rec["obs"], obs_T[None]]), "ach": ach,
+               "act": rec["act"], "sub": rec["sub"], "high_act": rec["hact"][::c],
+               "desired": desired}
+    starts = jnp.arange(num_windows) * c
+    sub_k = rec["sub"][starts]
+    q = low.q(rec["obs"][starts], sub_k, low.sample_actions(rec["obs"][starts], sub_k, k_run,
+                                                             True))
+    metrics = {"success": success.astype(jnp.float32),
+               "subgoal_distance": jnp.linalg.norm(ach[starts + c] - sub_k, axis=-1).mean(),
+               "subgoal_step": jnp.linalg.norm(sub_k - ach[starts], axis=-1).mean(),
+               "lower_q": jnp.min(q, axis=0).mean(),
+               "subgoal_in_wall": rec["in_wall"][starts].astype(jnp.float32).mean()}
+    return episode, metrics
+
+  def add(buffer: Buffer, ep: dict) -> Buffer:
+    n = ep["obs"].shape[0]
+    idx = (buffer.ptr + jnp.arange(n)) % config.buffer_episodes
+    return Buffer(obs=buffer.obs.at[idx].set(ep["obs"]), ach=buffer.ach.at[idx].set(ep["ach"]),
+                  act=buffer.act.at[idx].set(ep["act"]), sub=buffer.sub.at[idx].set(ep["sub"]),
+                  high_act=buffer.high_act.at[idx].set(ep["high_act"]),
+                  desired=buffer.desired.at[idx].set(ep["desired"]),
+                  ptr=(buffer.ptr + n) % config.buffer_episodes,
+                  size=jnp.minimum(buffer.size + n, config.buffer_episodes))
+
+  def sample_low(buffer: Buffer, key, batch_size: int) -> dict:
+    k_e, k_t, k_f, k_her = jax.random.split(key, 4)
+    e = jax.random.randint(k_e, (batch_size,), 0, buffer.size)
+    t = jax.random.randint(k_t, (batch_size,), 0, horizon)
+    future = t + 1 + jnp.floor(jax.random.uniform(k_f, (batch_size,)) * (horizon - t)).astype(
+        jnp.int32)
+    her = jax.random.uniform(k_her, (batch_size,)) < config.her_prob
+    goal = jnp.where(her[:, None], buffer.ach[e, future], buffer.sub[e, t])
+    far = jnp.linalg.norm(buffer.ach[e, t + 1] - goal, axis=-1) > threshold
+    return {"observations": buffer.obs[e, t], "goals": goal, "actions": buffer.act[e, t],
+            "rewards": -far.astype(jnp.float32), "next_observations": buffer.obs[e, t + 1],
+            "masks": jnp.ones(batch_size)}
+
+  def sample_high(buffer: Buffer, key, batch_size: int) -> dict:
+    k_e, k_k, k_f, k_her = jax.random.split(key, 4)
+    e = jax.random.randint(k_e, (batch_size,), 0, buffer.size)
+    k = jax.random.randint(k_k, (batch_size,), 0, num_windows)
+    future = k + 1 + jnp.floor(jax.random.uniform(k_f, (batch_size,)) * (num_windows - k)).astype(
+        jnp.int32)
+    her = jax.random.uniform(k_her, (batch_size,)) < config.her_prob
+    goal = jnp.where(her[:, None], buffer.ach[e, future * c], buffer.desired[e])
+    steps = k[:, None] * c + 1 + jnp.arange(c)[None, :]  # (B, c) states inside the window
+    far = jnp.linalg.norm(buffer.ach[e[:, None], steps] - goal[:, None], axis=-1) > threshold
+    return {"observations": buffer.obs[e, k * c], "goals": goal, "actions": buffer.high_act[e, k],
+            "rewards": -jnp.sum(far, axis=-1).astype(jnp.float32),
+            "next_observations": buffer.obs[e, (k + 1) * c], "masks": jnp.ones(batch_size)}
+
+  def sample_pairs(buffer: Buffer, key, low: SACAgent, low_m: SACAgent, batch_size: int) -> dict:
+    k1, k2, k_r, k_k, k_v = jax.random.split(key, 5)
+    e1 = jax.random.randint(k1, (batch_size,), 0, buffer.size)
+    e2 = jax.random.randint(k2, (batch_size,), 0, buffer.size)
+    relabel = jax.random.uniform(k_r, (batch_size,)) < config.dipper.relabel_prob
+    end = jax.random.randint(k_k, (batch_size,), 1, num_windows + 1)
+    goal = jnp.where(relabel[:, None], buffer.ach[e1, end * c], buffer.desired[e1])
+    ends = (jnp.arange(num_windows) + 1) * c
+    starts = jnp.arange(num_windows) * c
+    s1 = window_scores(buffer.ach[e1][:, ends], goal, threshold)
+    s2 = window_scores(buffer.ach[e2][:, ends], goal, threshold)
+    pairs = {"obs1": buffer.obs[e1][:, starts], "obs2": buffer.obs[e2][:, starts],
+             "act1": buffer.high_act[e1], "act2": buffer.high_act[e2], "goal": goal,
+             "label": preference_labels(s1, s2)}
+    for i in ("1", "2"):
+      o = pairs["obs" + i].reshape(-1, pairs["obs" + i].shape[-1])
+      g = ((pairs["act" + i] + 1.0) / 2.0).reshape(-1, goal.shape[-1])
+      gap = low.value(o, g, k_v) - low_m.value(o, g, k_v)  # same noise in both
+      pairs["dv" + i] = jax.lax.stop_gradient(gap.reshape(batch_size, num_windows))
+    return pairs
+
+  def scan_updates(agent, sampler, key, num: int):
+    def body(a, k):
+      a, info = a.update(sampler(k))
+      return a, info
+    agent, infos = jax.lax.scan(body, agent, jax.random.split(key, num))
+    return agent, jax.tree.map(jnp.mean, infos)
+
+  def iteration(s: HRLState, _) -> tuple[HRLState, dict]:
+    rng, k_roll, k_low, k_high, k_m, k_eval = split(s.rng, 6)
+    episodes, train_m = jax.vmap(rollout, (0, None, None, None))(
+        jax.random.split(k_roll, config.num_envs), s.low, s.high, False)
+    buffer = add(s.buffer, episodes)
+    low, info = scan_updates(s.low, lambda k: sample_low(buffer, k, config.low.batch_size),
+                             k_low, config.low_updates)
+    high = s.high
+    if config.agent == "hier" and config.high_updates:
+      high, high_info = scan_updates(
+          high, lambda k: sample_high(buffer, k, config.high.batch_size), k_high,
+          config.high_updates)
+      info.update({k.replace("low/", "high/"): v for k, v in high_info.items()})
+    elif config.agent == "dipper" and config.high_updates:
+      low_m = low
+      if config.dipper.m:
+        low_m, _ = scan_updates(low, lambda k: sample_low(buffer, k, config.low.batch_size),
+                                k_m, config.dipper.m)
+      high, high_info = scan_updates(
+          high, lambda k: sample_pairs(buffer, k, low, low_m, config.dipper.batch_size),
+          k_high, config.high_updates)
+      info.update(high_info)
+    _, eval_m = jax.vmap(rollout, (0, None, None, None))(
+        jax.random.split(k_eval, config.eval_envs), low, high, True)
+    metrics = {**info, **{f"eval/{k}": v.mean() for k, v in eval_m.items()},
+               "train/success": train_m["success"].mean()}
+    return HRLState(low, high, buffer, rng), metrics
+
+  def chunk(s: HRLState, num: int):
+    return jax.lax.scan(iteration, s, None, length=num)
+
+  sizes = [config.iters_per_chunk] * (config.iterations // config.iters_per_chunk)
+  if config.iterations % config.iters_per_chunk:
+    sizes.append(config.iterations % config.iters_per_chunk)
+  compiled = {n: jax.jit(jax.vmap(lambda s, n=n: chunk(s, n))) for n in set(sizes)}
+  steps_per_iter = config.num_envs * horizon
+
+  def train(keys: jax.Array, checkpoint_dir: str | None = None, stop_after: int | None = None):
+    state = jax.jit(jax.vmap(init))(keys)
+    history: list[dict] = []
+    start, done_iters = 0, 0
+    manager = None
+    if checkpoint_dir is not None:
+      manager = ocp.CheckpointManager(os.path.abspath(checkpoint_dir),
+                                      options=ocp.CheckpointManagerOptions(max_to_keep=2))
+      if manager.latest_step() is not None:
+        state, history, start, done_iters = restore_checkpoint(manager, state)
+    ran = 0
+    for i in tqdm(range(start, len(sizes)), desc=config.agent, initial=start, total=len(sizes),
+                  leave=False):
+      state, metrics = compiled[sizes[i]](state)  # metrics: (seeds, iters)
+      iters = done_iters + 1 + np.arange(sizes[i])
+      done_iters += sizes[i]
+      record = {k: np.asarray(v).T for k, v in metrics.items()}  # (iters, seeds)
+      record["env_steps"] = np.repeat((iters * steps_per_iter)[:, None], len(keys), axis=1)
+      history.append(record)
+      if manager is not None:
+        save_checkpoint(manager, i + 1, state, history, done_iters)
+      ran += 1
+      if stop_after is not None and ran >= stop_after:
+        break
+    if manager is not None:
+      manager.wait_until_finished()
+      manager.close()
+    stacked = {k: np.concatenate([h[k] for h in history]) for k in (history[0] if history else {})}
+    return state, stacked
+
+  return train
