@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import time
 
@@ -26,6 +25,7 @@ import matplotlib
 import numpy as np
 from tqdm.auto import tqdm
 
+from experiments.common import machine, scale_config, write_results
 from jaxlab import envs
 from jaxlab.rl import hrl
 from jaxlab.rl.agents.dipper import DipperConfig
@@ -144,12 +144,7 @@ def main(argv=None) -> dict:
   parser.add_argument("--no-sweep", action="store_true", help="skip the lambda sweep")
   parser.add_argument("--checkpoint-dir", default=None)
   args = parser.parse_args(argv)
-  scale = "smoke" if args.smoke else "quick" if args.quick else "full"
-  cfg = dict(CONFIGS[scale])
-  if args.seeds is not None:
-    if args.seeds < 1:
-      raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
-    cfg["seeds"] = args.seeds
+  scale, cfg = scale_config(args, CONFIGS)
   os.makedirs(args.out, exist_ok=True)
   jobs = [(t, a, None) for t in args.tasks for a in args.arms]
   if not args.no_sweep and "maze" in args.tasks:
@@ -166,15 +161,10 @@ def main(argv=None) -> dict:
   result = {"scale": scale, "config": {k: list(v) if isinstance(v, tuple) else v
                                        for k, v in cfg.items()},
             "runs": runs, "wall_time_s": time.time() - start,
-            "machine": {"backend": jax.default_backend(), "jax": jax.__version__}}
+            "machine": machine()}
   result["figures"] = plot(runs, args.out)
-  with open(os.path.join(args.out, "results.json"), "w") as f:
-    json.dump(result, f, indent=1, default=str)
-  with open(os.path.join(args.out, "summary.md"), "w") as f:
-    f.write(f"# dipper ({scale}), {result['wall_time_s']:.0f} s\n\nFinal 20% of iterations, "
-            "mean ± std over seeds (deterministic evaluation).\n\n" + table + "\n")
-  print(table)
-  print(f"\nwall time {result['wall_time_s']:.1f} s; results in {args.out}")
+  write_results(args.out, "dipper", result, table,
+                "Final 20% of iterations, mean ± std over seeds (deterministic evaluation).")
   return result
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import time
 
@@ -33,6 +32,7 @@ import matplotlib
 import numpy as np
 from tqdm.auto import tqdm
 
+from experiments.common import machine, scale_config, write_results
 from jaxlab import envs
 from jaxlab.rl.agents import FACAgent, FACConfig, FQLAgent, FQLConfig, unregularized
 from jaxlab.rl.train import TrainConfig, make_train
@@ -143,12 +143,7 @@ def main(argv=None) -> dict:
   parser.add_argument("--checkpoint-dir", default=None,
                       help="orbax checkpoints per arm; rerun with the same flag to resume")
   args = parser.parse_args(argv)
-  scale = "smoke" if args.smoke else "quick" if args.quick else "full"
-  cfg = dict(CONFIGS[scale])
-  if args.seeds is not None:
-    if args.seeds < 1:
-      raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
-    cfg["seeds"] = args.seeds
+  scale, cfg = scale_config(args, CONFIGS)
   os.makedirs(args.out, exist_ok=True)
   start = time.time()
   tasks = [("multigoal_point", envs.make_dataset(jax.random.key(1234), cfg["episodes"]), True)]
@@ -166,15 +161,10 @@ def main(argv=None) -> dict:
   table = format_table(runs)
   result = {"scale": scale, "config": cfg, "runs": runs, "wall_time_s": time.time() - start,
             "dataset_sizes": {t: len(d["rewards"]) for t, d, _ in tasks},
-            "machine": {"backend": jax.default_backend(), "jax": jax.__version__}}
+            "machine": machine()}
   result["figures"] = plot(runs, args.out)
-  with open(os.path.join(args.out, "results.json"), "w") as f:
-    json.dump(result, f, indent=1, default=str)
-  with open(os.path.join(args.out, "summary.md"), "w") as f:
-    f.write(f"# flow_actor_critic ({scale}), {result['wall_time_s']:.0f} s\n\n"
-            "Final chunk, mean ± std over seeds.\n\n" + table + "\n")
-  print(table)
-  print(f"\nwall time {result['wall_time_s']:.1f} s; results in {args.out}")
+  write_results(args.out, "flow_actor_critic", result, table,
+                "Final chunk, mean ± std over seeds.")
   return result
 
 

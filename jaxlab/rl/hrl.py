@@ -30,19 +30,16 @@ checkpointed with orbax after each chunk and resumed exactly.
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import orbax.checkpoint as ocp
-from tqdm.auto import tqdm
 
 from jaxlab.rl.agents.common import split
 from jaxlab.rl.agents.dipper import DipperConfig, DipperHigh, preference_labels, window_scores
 from jaxlab.rl.agents.gcsac import SACAgent, SACConfig
-from jaxlab.rl.train import restore_checkpoint, save_checkpoint
+from jaxlab.rl.chunks import run_chunks
 
 AGENTS = ("flat", "hier", "dipper")
 
@@ -271,32 +268,16 @@ def make_train(env: Any, env_params: Any, config: HRLConfig):
   steps_per_iter = config.num_envs * horizon
 
   def train(keys: jax.Array, checkpoint_dir: str | None = None, stop_after: int | None = None):
-    state = jax.jit(jax.vmap(init))(keys)
-    history: list[dict] = []
-    start, done_iters = 0, 0
-    manager = None
-    if checkpoint_dir is not None:
-      manager = ocp.CheckpointManager(os.path.abspath(checkpoint_dir),
-                                      options=ocp.CheckpointManagerOptions(max_to_keep=2))
-      if manager.latest_step() is not None:
-        state, history, start, done_iters = restore_checkpoint(manager, state)
-    ran = 0
-    for i in tqdm(range(start, len(sizes)), desc=config.agent, initial=start, total=len(sizes),
-                  leave=False):
+    def run_chunk(i, state, done_iters):
       state, metrics = compiled[sizes[i]](state)  # metrics: (seeds, iters)
       iters = done_iters + 1 + np.arange(sizes[i])
-      done_iters += sizes[i]
       record = {k: np.asarray(v).T for k, v in metrics.items()}  # (iters, seeds)
       record["env_steps"] = np.repeat((iters * steps_per_iter)[:, None], len(keys), axis=1)
-      history.append(record)
-      if manager is not None:
-        save_checkpoint(manager, i + 1, state, history, done_iters)
-      ran += 1
-      if stop_after is not None and ran >= stop_after:
-        break
-    if manager is not None:
-      manager.wait_until_finished()
-      manager.close()
+      return state, record, done_iters + sizes[i]
+
+    state, history = run_chunks(jax.jit(jax.vmap(init))(keys), len(sizes), run_chunk,
+                                checkpoint_dir=checkpoint_dir, stop_after=stop_after,
+                                desc=config.agent)
     stacked = {k: np.concatenate([h[k] for h in history]) for k in (history[0] if history else {})}
     return state, stacked
 

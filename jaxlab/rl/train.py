@@ -21,17 +21,15 @@ as an uninterrupted run, bit for bit on a given device.
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import orbax.checkpoint as ocp
-from tqdm.auto import tqdm
 
 from jaxlab.rl.agents.common import split
+from jaxlab.rl.chunks import run_chunks
 
 DATASET_KEYS = ("observations", "actions", "rewards", "next_observations", "masks", "terminals")
 
@@ -157,41 +155,24 @@ def make_train(
     eval_fn = jax.jit(jax.vmap(lambda key, agent: evaluate_fn(key, agent)))
 
   def train(keys: jax.Array, checkpoint_dir: str | None = None, stop_after: int | None = None):
-    carry = jax.jit(jax.vmap(init))(keys)
-    history: list[dict[str, np.ndarray]] = []
-    start, steps_done = 0, 0
-    manager = None
-    if checkpoint_dir is not None:
-      manager = ocp.CheckpointManager(os.path.abspath(checkpoint_dir),
-                                      options=ocp.CheckpointManagerOptions(max_to_keep=2))
-      if manager.latest_step() is not None:
-        carry, history, start, steps_done = restore_checkpoint(manager, carry)
     eval_keys = jax.random.split(jax.random.fold_in(keys[0], 1), len(plan))
-    ran = 0
-    for i in tqdm(range(start, len(plan)), desc="train", initial=start, total=len(plan),
-                  leave=False):
+
+    def run_chunk(i, carry, steps_done):
       kind, size = plan[i]
       if kind == "cache":
-        carry = cache_fn(carry, data)
-        record = {}
-      else:
-        carry, record = compiled[(kind, size)](carry, data)
-        record = {f"{kind}/{k}" if kind == "pretrain" else k: v for k, v in record.items()}
-      if kind == "train":
-        steps_done += size
-        record["step"] = jnp.full((len(keys),), steps_done)
-        if eval_fn is not None:
-          seed_keys = jax.random.split(eval_keys[i], len(keys))
-          record.update({f"eval/{k}": v for k, v in eval_fn(seed_keys, carry.agent).items()})
-        history.append(jax.tree.map(np.asarray, record))
-      if manager is not None:
-        save_checkpoint(manager, i + 1, carry, history, steps_done)
-      ran += 1
-      if stop_after is not None and ran >= stop_after:
-        break
-    if manager is not None:
-      manager.wait_until_finished()
-      manager.close()
+        return cache_fn(carry, data), None, steps_done
+      carry, record = compiled[(kind, size)](carry, data)
+      if kind == "pretrain":
+        return carry, None, steps_done
+      steps_done += size
+      record["step"] = jnp.full((len(keys),), steps_done)
+      if eval_fn is not None:
+        seed_keys = jax.random.split(eval_keys[i], len(keys))
+        record.update({f"eval/{k}": v for k, v in eval_fn(seed_keys, carry.agent).items()})
+      return carry, record, steps_done
+
+    carry, history = run_chunks(jax.jit(jax.vmap(init))(keys), len(plan), run_chunk,
+                                checkpoint_dir=checkpoint_dir, stop_after=stop_after)
     stacked = {k: np.stack([h[k] for h in history]) for k in (history[0] if history else {})}
     return carry.agent, stacked
 
@@ -200,23 +181,3 @@ def make_train(
 
 def _chunks(total: int, size: int) -> list[int]:
   return [size] * (total // size) + ([total % size] if total % size else [])
-
-
-def save_checkpoint(manager, step: int, carry: Any, history: list, steps_done: int) -> None:
-  """Saves a carry pytree (as its leaves), the history so far and a step counter."""
-  leaves = [np.asarray(x) for x in jax.tree.leaves(carry)]
-  hist = [{k: np.asarray(v) for k, v in h.items()} for h in history]
-  tree = {"leaves": leaves, "history": hist, "steps_done": np.int64(steps_done)}
-  manager.save(step, args=ocp.args.StandardSave(tree))
-  manager.wait_until_finished()
-
-
-def restore_checkpoint(manager, template: Any):
-  """Restores what :func:`save_checkpoint` wrote into ``template``'s structure."""
-  step = manager.latest_step()
-  tree = manager.restore(step, args=ocp.args.StandardRestore())
-  leaves, treedef = jax.tree.flatten(template)
-  restored = [jnp.asarray(x, dtype=t.dtype) for x, t in zip(tree["leaves"], leaves, strict=True)]
-  carry = jax.tree.unflatten(treedef, restored)
-  history = [{k: np.asarray(v) for k, v in h.items()} for h in tree.get("history", [])]
-  return carry, history, int(step), int(tree["steps_done"])
