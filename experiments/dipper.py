@@ -41,7 +41,7 @@ CONFIGS = {
     "smoke": dict(seeds=2, iterations=2, iters_per_chunk=1, num_envs=4, low_updates=4,
                   high_updates=2, hidden=(16, 16), batch=32, pairs=8, m=2, eval_envs=4,
                   buffer=16, lams=(0.0, 10.0), lam=1.0),
-    "quick": dict(seeds=3, iterations=30, iters_per_chunk=10, num_envs=8, low_updates=40,
+    "quick": dict(seeds=3, iterations=80, iters_per_chunk=20, num_envs=8, low_updates=40,
                   high_updates=10, hidden=(64, 64), batch=128, pairs=32, m=3, eval_envs=16,
                   buffer=128, lams=(0.01, 1.0, 100.0), lam=1.0),
     "full": dict(seeds=5, iterations=300, iters_per_chunk=25, num_envs=16, low_updates=100,
