@@ -8,6 +8,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import optax
+from flax import nnx
+
+from jaxlab.rl.networks import Net, OneStepActor, QEnsemble, VelocityField
 
 Batch = dict[str, jax.Array]
 Q_AGGS = ("min", "mean")
@@ -104,3 +107,22 @@ def check_example(example_obs: Any, example_actions: Any) -> tuple[int, int]:
       raise ValueError(f"{name} must have shape (dim,) or (batch, dim), got {shape}")
     shapes.append(int(shape[-1]))
   return shapes[0], shapes[1]
+
+
+def flow_actor_critic_networks(seed: Any, example_obs: Any, example_actions: Any, config: Any):
+  """``(rng, critic, actor, flow, action_dim)``: the three networks FAC and FQL share.
+
+  A critic ensemble (LayerNorm per ``config.value_layer_norm``), a one-step
+  actor and a velocity field, all with ``config.hidden_dims``; ``rng`` is the
+  raw key data left for the agent.
+  """
+  obs_dim, action_dim = check_example(example_obs, example_actions)
+  rng, k_critic, k_actor, k_flow = split(as_key_data(seed), 4)
+  hidden = tuple(config.hidden_dims)
+  critic = Net.create(QEnsemble(obs_dim, action_dim, hidden, num_qs=config.num_qs,
+                                layer_norm=config.value_layer_norm, rngs=nnx.Rngs(k_critic)))
+  actor = Net.create(OneStepActor(obs_dim, action_dim, hidden,
+                                  layer_norm=config.actor_layer_norm, rngs=nnx.Rngs(k_actor)))
+  flow = Net.create(VelocityField(obs_dim, action_dim, hidden,
+                                  layer_norm=config.actor_layer_norm, rngs=nnx.Rngs(k_flow)))
+  return rng, critic, actor, flow, action_dim

@@ -42,11 +42,11 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import optax
-from flax import nnx, struct
+from flax import struct
 
 from jaxlab.rl import flows
 from jaxlab.rl.agents import common
-from jaxlab.rl.networks import Net, OneStepActor, QEnsemble, VelocityField
+from jaxlab.rl.networks import Net
 
 THRESHOLDS = ("batch_adaptive", "batch_min", "dataset_min")
 WEIGHTS = ("linear", "log")
@@ -104,15 +104,8 @@ class FACAgent(struct.PyTreeNode):
              config: FACConfig = FACConfig()) -> FACAgent:
     """Initializes all networks from ``seed`` (an int or a PRNG key; vmappable as a key)."""
     check_config(config)
-    obs_dim, action_dim = common.check_example(example_obs, example_actions)
-    rng, k_critic, k_actor, k_flow = common.split(common.as_key_data(seed), 4)
-    hidden = tuple(config.hidden_dims)
-    critic = Net.create(QEnsemble(obs_dim, action_dim, hidden, num_qs=config.num_qs,
-                                  layer_norm=config.value_layer_norm, rngs=nnx.Rngs(k_critic)))
-    actor = Net.create(OneStepActor(obs_dim, action_dim, hidden,
-                                    layer_norm=config.actor_layer_norm, rngs=nnx.Rngs(k_actor)))
-    flow = Net.create(VelocityField(obs_dim, action_dim, hidden,
-                                    layer_norm=config.actor_layer_norm, rngs=nnx.Rngs(k_flow)))
+    rng, critic, actor, flow, action_dim = common.flow_actor_critic_networks(
+        seed, example_obs, example_actions, config)
     tx = optax.adam(config.lr)
     return cls(rng=rng, critic=critic, target_critic=critic.params, actor=actor, flow=flow,
                opt_state=tx.init({"critic": critic.params, "actor": actor.params}),

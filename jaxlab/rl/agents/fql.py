@@ -21,11 +21,11 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import optax
-from flax import nnx, struct
+from flax import struct
 
 from jaxlab.rl import flows
 from jaxlab.rl.agents import common
-from jaxlab.rl.networks import Net, OneStepActor, QEnsemble, VelocityField
+from jaxlab.rl.networks import Net
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,15 +68,8 @@ class FQLAgent(struct.PyTreeNode):
     if config.alpha < 0 or config.pretrain_steps != 0:
       raise ValueError(f"config.alpha must be >= 0 and pretrain_steps 0, got {config.alpha}, "
                        f"{config.pretrain_steps}")
-    obs_dim, action_dim = common.check_example(example_obs, example_actions)
-    rng, k_critic, k_actor, k_flow = common.split(common.as_key_data(seed), 4)
-    hidden = tuple(config.hidden_dims)
-    critic = Net.create(QEnsemble(obs_dim, action_dim, hidden, num_qs=config.num_qs,
-                                  layer_norm=config.value_layer_norm, rngs=nnx.Rngs(k_critic)))
-    actor = Net.create(OneStepActor(obs_dim, action_dim, hidden,
-                                    layer_norm=config.actor_layer_norm, rngs=nnx.Rngs(k_actor)))
-    flow = Net.create(VelocityField(obs_dim, action_dim, hidden,
-                                    layer_norm=config.actor_layer_norm, rngs=nnx.Rngs(k_flow)))
+    rng, critic, actor, flow, action_dim = common.flow_actor_critic_networks(
+        seed, example_obs, example_actions, config)
     params = {"critic": critic.params, "actor": actor.params, "flow": flow.params}
     return cls(rng=rng, critic=critic, target_critic=critic.params, actor=actor, flow=flow,
                opt_state=optax.adam(config.lr).init(params), action_dim=action_dim,
