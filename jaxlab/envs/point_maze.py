@@ -11,8 +11,9 @@ wall cell is cancelled on that axis (sliding along walls). It starts in cell
 (1, 3) and must reach cell (9, 9): reward ``-1[||pos - goal|| > threshold]``,
 termination at the goal. Observation: position / 11 and the walls, either as
 the six numbers that determine them (``wall_obs="layout"``, the default: 8
-floats, 3x faster to step than the map) or as PIPER's flattened 121-cell map
-(``wall_obs="grid"``); ``achieved_goal`` / ``desired_goal`` are positions / 11.
+floats, 8x faster to step than the map in ``experiments.bench_envs``) or as
+PIPER's flattened 121-cell map (``wall_obs="grid"``); ``achieved_goal`` /
+``desired_goal`` are positions / 11.
 
 ``PointPush`` (standing in for the paper's push / pick-and-place): a point in
 the unit square pushes a disc-shaped box by kinematic contact (after the

@@ -86,8 +86,9 @@ def check_common_config(cfg: Any) -> None:
     value = getattr(cfg, name, 1)
     if not value > 0:
       raise ValueError(f"config.{name} must be positive, got {value!r}")
-  if not cfg.discount < 1 or not cfg.tau <= 1:
-    raise ValueError(f"config.discount must be < 1 and tau <= 1, got {cfg.discount}, {cfg.tau}")
+  discount, tau = getattr(cfg, "discount", 0.0), getattr(cfg, "tau", 1.0)
+  if not discount < 1 or not tau <= 1:
+    raise ValueError(f"config.discount must be < 1 and tau <= 1, got {discount}, {tau}")
   if getattr(cfg, "q_agg", "min") not in Q_AGGS:
     raise ValueError(f"config.q_agg must be one of {Q_AGGS}, got {cfg.q_agg!r}")
   if not cfg.hidden_dims or any(int(h) < 1 for h in cfg.hidden_dims):

@@ -72,8 +72,6 @@ class DipperConfig:
   lam: float = 1.0  # weight of the value term (0: DIPPER without V)
   m: int = 5  # extra low-level gradient steps that define V^L_m
   relabel_prob: float = 0.8  # relabel both episodes of a pair to a shared achieved goal
-  discount: float = 0.99  # unused by the DPO loss; kept for the shared config checks
-  tau: float = 0.005  # idem
 
 
 class DipperHigh(struct.PyTreeNode):

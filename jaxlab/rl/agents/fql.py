@@ -30,7 +30,7 @@ from jaxlab.rl.networks import Net
 
 @dataclasses.dataclass(frozen=True)
 class FQLConfig:
-  """FQL hyperparameters (defaults: the FQL paper's, except the smaller nets)."""
+  """FQL hyperparameters (defaults: the FQL code's; alpha is tuned per task there)."""
 
   lr: float = 3e-4  # Adam learning rate, all networks
   batch_size: int = 256  # transitions per update
