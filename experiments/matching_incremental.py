@@ -182,6 +182,26 @@ def plot(runs: list[dict], out: str) -> list[str]:
   plt.close(fig)
   return paths
 
+def cached_instance(out: str, family: str, n: int, seed: int, algorithms: list[str],
+                    fresh: bool = False) -> dict:
+  """``run_instance``, resumable: each finished instance is kept in ``OUT/runs/``.
+
+  The full run takes hours on a laptop; an interrupted run restarted with the
+  same ``--out`` skips every instance already finished with the same algorithms.
+  """
+  path = os.path.join(out, "runs", f"{family}_n{n}_seed{seed}.json")
+  if not fresh and os.path.exists(path):
+    with open(path) as f:
+      run = json.load(f)
+    if set(run["algorithms"]) == set(algorithms) | {"scipy/resolve"}:
+      return run
+  run = run_instance(family, n, seed, algorithms)
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  with open(path + ".tmp", "w") as f:
+    json.dump(run, f, indent=1)
+  os.replace(path + ".tmp", path)
+  return run
+
 
 CONFIGS = {
     "smoke": dict(instances=[(f, 100) for f in FAMILIES], seeds=1,
@@ -202,6 +222,8 @@ def main(argv=None) -> dict:
   parser.add_argument("--out", default="results/matching_incremental")
   parser.add_argument("--seeds", type=int, default=None)
   parser.add_argument("--algorithms", nargs="+", default=None, choices=list(ALGORITHMS))
+  parser.add_argument("--fresh", action="store_true",
+                      help="ignore instances already finished under OUT/runs/ (default: resume)")
   args = parser.parse_args(argv)
   scale = "smoke" if args.smoke else "quick" if args.quick else "full"
   cfg = dict(CONFIGS[scale])
@@ -216,7 +238,7 @@ def main(argv=None) -> dict:
   jobs = [(f, n, s) for f, n in cfg["instances"] for s in range(cfg["seeds"])]
   runs = []
   for family, n, seed in tqdm(jobs, desc="matching_incremental", unit="instance"):
-    runs.append(run_instance(family, n, seed, cfg["algorithms"]))
+    runs.append(cached_instance(args.out, family, n, seed, cfg["algorithms"], args.fresh))
   table = format_table(summarize(runs))
   result = {"scale": scale, "config": cfg, "runs": runs, "wall_time_s": time.time() - start,
             "machine": {"backend": jax.default_backend(), "jax": jax.__version__}}

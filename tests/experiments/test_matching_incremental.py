@@ -10,7 +10,7 @@ from jaxlab import matching as M
 from jaxlab.matching import instances
 
 
-def test_smoke_run(tmp_path, capsys):
+def test_smoke_run(tmp_path, capsys, monkeypatch):
   res = matching_incremental.main(["--smoke", "--out", str(tmp_path), "--algorithms",
                                    "push_relabel", "exact", "greedy"])
   saved = json.loads((tmp_path / "results.json").read_text())
@@ -22,6 +22,13 @@ def test_smoke_run(tmp_path, capsys):
     np.testing.assert_allclose(algs["exact"]["ratio"], 1.0, rtol=1e-4)  # exact = OPT
     assert min(algs["greedy"]["ratio"]) >= 1.0 - 1e-4
     assert algs["push_relabel"]["ratio"][-1] < algs["greedy"]["ratio"][-1] + 1e-6
+  # A rerun with the same --out resumes: every instance is read back, none recomputed.
+  assert len(list((tmp_path / "runs").glob("*.json"))) == len(instances.FAMILIES)
+  monkeypatch.setattr(matching_incremental, "run_instance", None)  # fails if called
+  again = matching_incremental.main(["--smoke", "--out", str(tmp_path), "--algorithms",
+                                     "push_relabel", "exact", "greedy"])
+  assert [r["algorithms"]["exact"]["costs"] for r in again["runs"]] == [
+      r["algorithms"]["exact"]["costs"] for r in res["runs"]]
 
 
 @pytest.mark.parametrize("family", instances.FAMILIES)
