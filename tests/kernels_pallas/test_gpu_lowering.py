@@ -1,4 +1,4 @@
-"""Both Pallas kernels lower for CUDA (Triton), checked from a CPU-only machine.
+"""Every Pallas kernel lowers for CUDA (Triton), checked from a CPU-only machine.
 
 ``jax.export`` with ``platforms=("cuda",)`` runs the Pallas-to-Triton lowering
 without a GPU; compiling the Triton IR (ptxas) still needs one.
@@ -9,6 +9,7 @@ import jax.numpy as jnp
 from jax import export
 
 from jaxlab.quant import FloatFormat
+from kernels_pallas.fractal_gd import gd_grid_pallas
 from kernels_pallas.matching import round_proposals_pallas
 from kernels_pallas.quantized_adam import QuantFormats, quantized_adam_step_pallas
 
@@ -35,3 +36,9 @@ def test_quantized_adam_kernel_lowers_to_triton():
       p, g, m, v, step=1, lr=1e-3, formats=QuantFormats(weights=FloatFormat.BF16),
       rounding="stochastic", key=jax.random.key(0))
   assert "xla.gpu.triton" in _lowers_for_cuda(fn, p, p, p, p)
+
+
+def test_fractal_gd_kernel_lowers_to_triton():
+  u = jnp.zeros((5, 1000))
+  fn = lambda u, v: gd_grid_pallas(u, v, 1.0, 0.3, 0.6, 1e-5, 1e8, max_steps=100)
+  assert "xla.gpu.triton" in _lowers_for_cuda(fn, u, u)
