@@ -59,9 +59,9 @@ CONFIGS = {
     "quick": dict(resolution=384, max_steps=3000, map_fracs=(0.9, 0.97), seeds=2,
                   bisect_iters=14, sens_fracs=(0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99),
                   pairs=8192, balance_starts=8192, radius=2.5),
-    "full": dict(resolution=1024, max_steps=6000, map_fracs=(0.9, 0.97, 0.99), seeds=3,
+    "full": dict(resolution=1024, max_steps=6000, map_fracs=(0.9, 0.97), seeds=3,
                  bisect_iters=18, sens_fracs=(0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995),
-                 pairs=65536, balance_starts=65536, radius=2.5),
+                 pairs=32768, balance_starts=32768, radius=2.5),
 }
 
 
