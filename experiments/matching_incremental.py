@@ -235,7 +235,8 @@ def main(argv=None) -> dict:
     cfg["algorithms"] = args.algorithms
   os.makedirs(args.out, exist_ok=True)
   start = time.time()
-  jobs = [(f, n, s) for f, n in cfg["instances"] for s in range(cfg["seeds"])]
+  # Seed-major: an interrupted full run has every instance at seed 0 before any at seed 1.
+  jobs = [(f, n, s) for s in range(cfg["seeds"]) for f, n in cfg["instances"]]
   runs = []
   for family, n, seed in tqdm(jobs, desc="matching_incremental", unit="instance"):
     runs.append(cached_instance(args.out, family, n, seed, cfg["algorithms"], args.fresh))
