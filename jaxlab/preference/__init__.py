@@ -1,0 +1,1 @@
+"""Preference learning: alpha-DPO for diffusion, ReCouPLe reward models, Test-Time Matching."""
