@@ -1,0 +1,278 @@
+"""Digit-pair images with relational captions, and a small dual encoder for them.
+
+The compositional test bed of :mod:`jaxlab.preference.ttm`: an image shows two
+of scikit-learn's 8 x 8 digits side by side (8 x 16 pixels), its caption is
+the three tokens ``[a, LEFT_OF, b]`` ("a left of b"). A test *group* holds the
+images ``(a|b)`` and ``(b|a)`` (the same two digit images swapped) and the
+captions "a left of b" and "b left of a": the two captions share their bag of
+words, so only a model that reads order scores the group right.
+
+Pre-training batches (:func:`pretraining_batch`) draw each unordered digit
+pair at most once, in a random order, so contrastive pre-training never needs
+order to tell a batch's captions apart: the encoder learns digit identity
+well and order only incidentally, the bag-of-words bias the Test-Time Matching
+paper finds in CLIP-style models.
+
+Example:
+  >>> data = load_split(seed=0)
+  >>> enc = Net.create(DualEncoder(rngs=nnx.Rngs(0)))
+  >>> groups = make_groups(jax.random.key(1), data.test_images, data.test_labels, 200)
+  >>> sim = group_similarity(enc, enc.params, groups)        # (200, 2, 2)
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+from jaxlab.preference.ttm import PseudoMatch
+from jaxlab.rl.networks import MLP, Net
+
+LEFT_OF = 10  # token id of the relation; digits are tokens 0-9
+VOCAB = 11
+IMAGE_DIM = 8 * 16
+
+
+class DigitSplit(NamedTuple):
+  train_images: np.ndarray  # (n, 8, 8) in [0, 1]
+  train_labels: np.ndarray
+  test_images: np.ndarray
+  test_labels: np.ndarray
+
+
+def load_split(seed: int = 0, test_fraction: float = 0.5) -> DigitSplit:
+  """scikit-learn's bundled digits (offline), scaled to [0, 1], split per class."""
+  from sklearn.datasets import load_digits
+
+  if not 0 < test_fraction < 1:
+    raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
+  d = load_digits()
+  x, y = (d.images / 16.0).astype(np.float32), d.target.astype(np.int32)
+  rng = np.random.default_rng(seed)
+  test = np.zeros(len(y), bool)
+  for c in range(10):
+    idx = rng.permutation(np.flatnonzero(y == c))
+    test[idx[: int(round(test_fraction * len(idx)))]] = True
+  return DigitSplit(x[~test], y[~test], x[test], y[test])
+
+
+def pair_image(left: jax.Array, right: jax.Array) -> jax.Array:
+  """Two ``(..., 8, 8)`` digits side by side, flattened to ``(..., 128)``."""
+  return jnp.concatenate([left, right], axis=-1).reshape(*left.shape[:-2], IMAGE_DIM)
+
+
+def caption(a: jax.Array, b: jax.Array) -> jax.Array:
+  """Tokens of "a left of b": ``(..., 3)`` int32."""
+  a = jnp.asarray(a, jnp.int32)
+  return jnp.stack([a, jnp.full_like(a, LEFT_OF), jnp.asarray(b, jnp.int32)], axis=-1)
+
+
+def _sample_of_class(key, by_class, counts, cls):
+  """A random image index of each requested class."""
+  u = jax.random.uniform(key, cls.shape)
+  pos = jnp.floor(u * counts[cls]).astype(jnp.int32)
+  return by_class[cls, pos]
+
+
+def _class_table(labels: np.ndarray):
+  counts = np.bincount(labels, minlength=10)
+  table = np.zeros((10, counts.max()), np.int32)
+  for c in range(10):
+    idx = np.flatnonzero(labels == c)
+    table[c, : len(idx)] = idx
+  return jnp.asarray(table), jnp.asarray(counts)
+
+
+def pretraining_batch(key: jax.Array, images, labels, batch: int = 32, order_noise=0.0):
+  """``batch`` (image, caption) pairs, each unordered digit pair at most once.
+
+  With probability ``order_noise`` a caption names the two digits in the wrong
+  order (web captions often get layout wrong): 0.5 carries no order
+  information, 0 is always right. Returns ``(images (batch, 128), tokens
+  (batch, 3))``. ``batch <= 45`` (the number of unordered pairs of distinct
+  digits).
+  """
+  if not 1 <= batch <= 45:
+    raise ValueError(f"batch must be in [1, 45] (distinct unordered digit pairs), got {batch}")
+  images = jnp.asarray(images)
+  table, counts = _class_table(np.asarray(labels))
+  iu = np.triu_indices(10, 1)
+  pairs = jnp.asarray(np.stack(iu, -1))  # (45, 2)
+  k1, k2, k3, k4, k5 = jax.random.split(key, 5)
+  chosen = pairs[jax.random.permutation(k1, 45)[:batch]]
+  flip = jax.random.bernoulli(k2, 0.5, (batch,))
+  a = jnp.where(flip, chosen[:, 1], chosen[:, 0])
+  b = jnp.where(flip, chosen[:, 0], chosen[:, 1])
+  ia = _sample_of_class(k3, table, counts, a)
+  ib = _sample_of_class(k4, table, counts, b)
+  wrong = jax.random.bernoulli(k5, order_noise, (batch,))
+  return (pair_image(images[ia], images[ib]),
+          caption(jnp.where(wrong, b, a), jnp.where(wrong, a, b)))
+
+
+class Groups(NamedTuple):
+  """``G`` test groups: images ``(G, 2, 128)`` = ``(a|b), (b|a)``; tokens ``(G, 2, 3)``."""
+  images: jax.Array
+  tokens: jax.Array
+
+
+def make_groups(key: jax.Array, images, labels, num_groups: int) -> Groups:
+  """Groups of two swapped digit images and their two order-only-different captions."""
+  if num_groups < 1:
+    raise ValueError(f"num_groups must be >= 1, got {num_groups}")
+  images = jnp.asarray(images)
+  table, counts = _class_table(np.asarray(labels))
+  k1, k2, k3, k4 = jax.random.split(key, 4)
+  a = jax.random.randint(k1, (num_groups,), 0, 10)
+  b = (a + jax.random.randint(k2, (num_groups,), 1, 10)) % 10  # b != a
+  xa = images[_sample_of_class(k3, table, counts, a)]
+  xb = images[_sample_of_class(k4, table, counts, b)]
+  imgs = jnp.stack([pair_image(xa, xb), pair_image(xb, xa)], axis=1)
+  toks = jnp.stack([caption(a, b), caption(b, a)], axis=1)
+  return Groups(imgs, toks)
+
+
+class DualEncoder(nnx.Module):
+  """Image MLP and text MLP (token + position embeddings) into a shared unit sphere.
+
+  ``__call__(images (N, 128), tokens (M, 3)) -> (N, M)`` similarities
+  ``exp(t) <img_n, txt_m>`` with a learned temperature ``t`` (CLIP).
+  """
+
+  def __init__(self, *, embed_dim: int = 32, hidden: int = 128, token_dim: int = 16,
+               rngs: nnx.Rngs):
+    self.image = MLP(IMAGE_DIM, (hidden, hidden), embed_dim, rngs=rngs)
+    self.tok = nnx.Embed(VOCAB, token_dim, rngs=rngs)
+    self.pos = nnx.Param(0.02 * jax.random.normal(rngs.params(), (3, token_dim)))
+    self.text = MLP(3 * token_dim, (hidden,), embed_dim, rngs=rngs)
+    self.log_scale = nnx.Param(jnp.log(jnp.asarray(10.0)))
+
+  def embed_images(self, images: jax.Array) -> jax.Array:
+    z = self.image(images)
+    return z / jnp.linalg.norm(z, axis=-1, keepdims=True)
+
+  def embed_text(self, tokens: jax.Array) -> jax.Array:
+    e = self.tok(tokens) + self.pos[...]
+    z = self.text(e.reshape(*tokens.shape[:-1], -1))
+    return z / jnp.linalg.norm(z, axis=-1, keepdims=True)
+
+  def __call__(self, images: jax.Array, tokens: jax.Array) -> jax.Array:
+    return jnp.exp(self.log_scale[...]) * self.embed_images(images) @ self.embed_text(tokens).T
+
+
+def clip_loss(similarity: jax.Array, weights: jax.Array | None = None) -> jax.Array:
+  """Symmetric InfoNCE with the diagonal as positives.
+
+  ``weights`` (``(N,)``, 0/1) drop rows and columns: a dropped item is neither
+  an anchor nor a negative. Returns the weighted mean of the image-to-text and
+  text-to-image cross-entropies.
+  """
+  n = similarity.shape[0]
+  w = jnp.ones(n) if weights is None else weights.astype(similarity.dtype)
+  valid = (w > 0)[None, :]
+  s_rows = jnp.where(valid, similarity, -jnp.inf)
+  s_cols = jnp.where(valid, similarity.T, -jnp.inf)
+  diag = jnp.diagonal(similarity)
+  ce = 0.5 * ((jax.nn.logsumexp(s_rows, axis=1) - diag) + (jax.nn.logsumexp(s_cols, axis=1) - diag))
+  return jnp.sum(jnp.where(w > 0, w * ce, 0.0)) / jnp.maximum(jnp.sum(w), 1.0)
+
+
+def group_similarity(net, params, groups: Groups) -> jax.Array:
+  """``(G, 2, 2)``: each group's images against its own two captions."""
+  model = nnx.merge(net.graphdef, params)
+  img = model.embed_images(groups.images)   # (G, 2, d)
+  txt = model.embed_text(groups.tokens)     # (G, 2, d)
+  return jnp.exp(model.log_scale[...]) * jnp.einsum("gid,gjd->gij", img, txt)
+
+
+def _adamw(lr, steps: int, weight_decay: float, min_lr_factor: float = 0.1):
+  sched = optax.cosine_decay_schedule(lr, max(steps, 1), alpha=min_lr_factor)
+  return optax.adamw(sched, weight_decay=weight_decay)
+
+
+def pretrain(key: jax.Array, data: DigitSplit, *, steps: int = 1500, batch: int = 32,
+             order_noise: float = 0.4, lr: float = 1e-3, weight_decay: float = 1e-4,
+             embed_dim: int = 32, hidden: int = 128) -> tuple[Net, list[float]]:
+  """CLIP-style pre-training on :func:`pretraining_batch` batches (order never needed,
+  and the captions' order is wrong with probability ``order_noise``).
+
+  Returns the encoder as a :class:`~jaxlab.rl.networks.Net` and the loss every
+  100 steps. One jitted ``lax.scan`` over steps.
+  """
+  k_init, k_data = jax.random.split(key)
+  net = Net.create(DualEncoder(embed_dim=embed_dim, hidden=hidden,
+                               rngs=nnx.Rngs(k_init)))
+  opt = _adamw(lr, steps, weight_decay)
+  images, labels = jnp.asarray(data.train_images), np.asarray(data.train_labels)
+
+  def step(carry, k):
+    params, opt_state = carry
+    x, t = pretraining_batch(k, images, labels, batch, order_noise)
+    loss, grads = jax.value_and_grad(lambda p: clip_loss(net(x, t, params=p)))(params)
+    updates, opt_state = opt.update(grads, opt_state, params)
+    return (optax.apply_updates(params, updates), opt_state), loss
+
+  run = jax.jit(lambda p, o, keys: jax.lax.scan(step, (p, o), keys))
+  (params, _), losses = run(net.params, opt.init(net.params), jax.random.split(k_data, steps))
+  return net.replace(params=params), [float(x) for x in losses[::100]]
+
+
+def make_finetune(net: Net, *, epochs: int = 20, batch_groups: int = 16, lr: float = 1e-3,
+                  lr_restart: float = 0.95, weight_decay: float = 0.05, seed: int = 0):
+  """The fine-tuning step of Test-Time Matching for this encoder.
+
+  ``finetune(params, groups, match, round) -> params`` trains on the kept
+  groups, each image paired with its pseudo-assigned caption, with
+  :func:`clip_loss` over the ``2 * batch_groups`` images of a batch (so a
+  group's two captions are each other's hardest negatives). As the official
+  code: a fresh AdamW each round at ``lr * lr_restart^round`` with a cosine
+  decay to 0.1x, ``epochs`` passes over the groups. Unkept groups are masked
+  out, so every round compiles once (fixed shapes).
+  """
+  def finetune(params, groups: Groups, match: PseudoMatch, rnd: int):
+    g = groups.images.shape[0]
+    steps_per_epoch = max(g // batch_groups, 1)
+    # Caption assigned to image i of group n: tokens[n, permutation[n, i]].
+    toks = jnp.take_along_axis(groups.tokens, match.permutation[..., None], axis=1)
+    keys = jax.random.split(jax.random.fold_in(jax.random.key(seed), rnd), epochs)
+    order = jnp.concatenate([jax.random.permutation(k, g)[: steps_per_epoch * batch_groups]
+                             for k in keys]).reshape(-1, batch_groups)
+    return _finetune_scan(net.graphdef, weight_decay, params, groups.images, toks,
+                          match.selected, order, jnp.float32(lr * lr_restart**rnd))
+
+  return finetune
+
+
+@jax.jit(static_argnums=(0, 1))
+def _finetune_scan(graphdef, weight_decay, params, images, toks, selected, order, lr0):
+  """AdamW with a cosine decay from ``lr0`` (traced: one compilation for every round)."""
+  net = Net(graphdef=graphdef, params=params)
+  opt = optax.chain(optax.scale_by_adam(), optax.add_decayed_weights(weight_decay))
+  steps = order.shape[0]
+
+  def step(carry, xs):
+    p, o = carry
+    idx, t_step = xs
+    x = images[idx].reshape(-1, IMAGE_DIM)
+    t = toks[idx].reshape(-1, 3)
+    w = jnp.repeat(selected[idx], 2).astype(jnp.float32)
+    loss, grads = jax.value_and_grad(lambda q: clip_loss(net(x, t, params=q), w))(p)
+    updates, o = opt.update(grads, o, p)
+    # Cosine decay to 0.1 lr0 over the round, as the official code's schedule.
+    lr_t = lr0 * (0.1 + 0.45 * (1 + jnp.cos(jnp.pi * t_step / steps)))
+    p = jax.tree.map(lambda a, u: a - lr_t * u, p, updates)
+    return (p, o), loss
+
+  (params, _), _ = jax.lax.scan(step, (params, opt.init(params)),
+                                (order, jnp.arange(steps, dtype=jnp.float32)))
+  return params
+
+
+__all__ = ["LEFT_OF", "DigitSplit", "DualEncoder", "Groups", "caption", "clip_loss",
+           "group_similarity", "load_split", "make_finetune", "make_groups", "pair_image",
+           "pretrain", "pretraining_batch"]
