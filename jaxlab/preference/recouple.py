@@ -108,7 +108,7 @@ class StepEncoder(nnx.Module):
 # ----------------------------------------------------------------------------- pure maths
 
 
-def _check_last_dims(z: jax.Array, reason: jax.Array | None, task: jax.Array) -> None:
+def _check_last_dims(z: jax.Array, reason: jax.Array | None, task: jax.Array | None) -> None:
   if z.ndim < 2:
     raise ValueError(f"z must be (..., T, D) per-step embeddings, got shape {z.shape}")
   for name, v in (("reason", reason), ("task", task)):
@@ -147,7 +147,7 @@ def project_onto_reason(z: jax.typing.ArrayLike, reason: jax.typing.ArrayLike
     >>> z_par, z_perp = project_onto_reason(jnp.ones((1, 2, 3)), jnp.array([[1., 0., 0.]]))
   """
   z, reason = jnp.asarray(z), jnp.asarray(reason)
-  _check_last_dims(z, reason, reason)
+  _check_last_dims(z, reason, None)
   coef = jnp.einsum("...td,...d->...t", z, reason) / jnp.sum(reason * reason, -1)[..., None]
   z_par = coef[..., None] * reason[..., None, :]
   return z_par, z - z_par
