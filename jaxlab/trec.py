@@ -139,7 +139,12 @@ def adamw_ema_coefficients(learning_rates: ArrayLike, weight_decay: ArrayLike) -
     Wang, Aitchison, arXiv:2405.13698, 2024 (Sec. 2, AdamW as an EMA).
   """
   _check(learning_rates, weight_decay)
-  lrs = jnp.asarray(learning_rates, jnp.result_type(float))
+  return _ema_coefficients(jnp.asarray(learning_rates, jnp.result_type(float)),
+                           jnp.asarray(weight_decay, jnp.result_type(float)))
+
+
+@jax.jit
+def _ema_coefficients(lrs: jax.Array, weight_decay: jax.Array) -> jax.Array:
   keep = 1.0 - lrs * weight_decay
   # prod_{s>t} keep_s: the reversed inclusive cumprod, shifted by one step.
   suffix = jnp.cumprod(keep[::-1])[::-1]
@@ -179,8 +184,11 @@ def batch_weights(learning_rates: ArrayLike, weight_decay: ArrayLike, b1: float 
   """
   _check_extra(b1, forgetting)
   c = adamw_ema_coefficients(learning_rates, jnp.asarray(weight_decay) + forgetting)
-  if b1 == 0.0:
-    return c
+  return c if b1 == 0.0 else _through_momentum(c, b1)
+
+
+@functools.partial(jax.jit, static_argnames="b1")
+def _through_momentum(c: jax.Array, b1: float) -> jax.Array:
   steps = jnp.arange(1, c.shape[0] + 1, dtype=c.dtype)
   a = c * (1.0 - b1) / (1.0 - b1**steps)
 
@@ -206,7 +214,7 @@ def predict_trec(learning_rates: ArrayLike, weight_decay: ArrayLike, b1: float =
     ``(T,)`` values in ``[-1, 0]``, lowest where the final weights remember most.
   """
   w = batch_weights(learning_rates, weight_decay, b1, forgetting)
-  return -w / jnp.max(w)
+  return -w / w.max()
 
 
 def predicted_minimum_step(learning_rates: ArrayLike, weight_decay: ArrayLike, b1: float = 0.0,
@@ -325,7 +333,7 @@ def lr_schedule(kind: str, num_steps: int, peak_lr: float, *, warmup_fraction: f
         [optax.linear_schedule(0.0, peak_lr, max(warmup, 1)), optax.constant_schedule(peak_lr),
          optax.linear_schedule(peak_lr, peak_lr / decay, decay - 1)],
         [warmup, num_steps - decay])
-  return jax.vmap(sched)(jnp.arange(num_steps)).astype(jnp.float32)
+  return jax.jit(jax.vmap(sched))(jnp.arange(num_steps)).astype(jnp.float32)  # one compile
 
 
 class TrainState(NamedTuple):

@@ -1,0 +1,398 @@
+"""Training re-evaluation curves: measured vs predicted TREC, and the curriculum test.
+
+    python -m experiments.trec [--quick] [--out DIR] [--seeds S]
+
+A tiny causal transformer (``jaxlab.models``) learns Markov-document text
+(``jaxlab.models.markov_text``: each step's batch comes from its own random
+document chain mixed with one shared chain) with ``optax.adamw``.
+
+1. **TREC vs prediction.** Schedules constant / cosine / WSD (5% warmup; WSD
+   decays linearly over the last 20%) times weight decays chosen so that
+   AdamW's timescale ``tau = 1 / (eta lambda)`` is ``tau_fracs`` of the run.
+   For each configuration the TREC (loss of the final weights on every
+   training batch, mean over seeds) is compared with
+
+   * ``ema``: the pure AdamW-EMA prediction ``-c_t / max c`` (``jaxlab.trec``);
+   * ``calibrated``: the same with an extra interference forgetting rate
+     ``phi`` fitted on one configuration (constant schedule, largest tau) and
+     used unchanged for all others.
+
+   Pearson and Spearman correlations on the raw curve, Pearson on curves
+   smoothed over ``T / 25`` steps, and the argmin step (smoothed measured curve)
+   as a fraction of training.
+2. **Curriculum.** WSD with ``tau = curriculum_tau_frac * T``; a contiguous
+   slice of high-quality-domain steps (``slice_fracs`` of training) placed at
+   the window maximizing ``sum c_t`` (``predicted_ema``), the same with the
+   calibrated ``phi`` (``predicted_calibrated``), at the end, and (full scale)
+   at the start. Reported: held-out loss on the high-quality domain, mean ± std
+   over seeds, and the paired gain ``end - placement`` per seed (positive: the
+   placement beats the end).
+
+Writes ``results.json``, ``summary.md``, ``trec_curves.png``, ``curriculum.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import time
+
+import jax
+import jax.numpy as jnp
+import matplotlib
+import numpy as np
+from scipy import stats
+from tqdm.auto import tqdm
+
+from experiments.common import machine, scale_config, write_results
+from jaxlab import trec
+from jaxlab.models import markov_text as mt
+from jaxlab.models import transformer as tfm
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+MODEL = dict(vocab=64, d_model=32, heads=2, layers=2, seq_len=32)
+CONFIGS = {
+    # smoke: 6 TREC configs = 2 slices x 3 placements, so both phases share one compile
+    "smoke": dict(MODEL, vocab=16, d_model=16, layers=1, seq_len=16, steps=60, batch=4,
+                  tau_fracs=(0.2, 2.0), trec_seeds=1, slice_fracs=(0.05, 0.1),
+                  arms=("predicted_ema", "predicted_calibrated", "end"), seeds=2, eval_seqs=64),
+    "quick": dict(MODEL, steps=600, batch=16, tau_fracs=(0.1, 0.5, 2.0), trec_seeds=1,
+                  slice_fracs=(0.03, 0.1), arms=("predicted_ema", "predicted_calibrated", "end"),
+                  seeds=3, eval_seqs=512),
+    "full": dict(MODEL, steps=2000, batch=16, tau_fracs=(0.1, 0.5, 2.0), trec_seeds=2,
+                 slice_fracs=(0.03, 0.1),
+                 arms=("start", "predicted_ema", "predicted_calibrated", "end"), seeds=5,
+                 eval_seqs=1024),
+}
+COMMON = dict(
+    peak_lr=1e-2,  # Adam peak learning rate
+    warmup_fraction=0.05,  # linear warmup, all schedules
+    decay_fraction=0.2,  # WSD's final linear decay
+    curriculum_tau_frac=0.5,  # curriculum runs: tau = 0.5 T
+    # candidate forgetting rates phi, as phi * peak_lr * T (timescales per run)
+    forgetting_grid=(0.0, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0),
+    smooth_frac=0.04,  # moving-average window for smoothed correlations / argmin (T / 25)
+    trec_chunk=20,  # batches re-evaluated at once (divides every scale's steps)
+)
+SCHEDULES = trec.SCHEDULES
+
+
+def setup(cfg: dict) -> tuple[mt.MarkovTextSpec, tfm.TransformerConfig]:
+  spec = mt.MarkovTextSpec(vocab_size=cfg["vocab"], branching=3,
+                           global_branching=min(8, cfg["vocab"]), global_prob=0.5)
+  model = tfm.TransformerConfig(cfg["vocab"], cfg["d_model"], cfg["heads"], cfg["layers"],
+                                cfg["seq_len"])
+  return spec, model
+
+
+def schedule(kind: str, cfg: dict) -> jax.Array:
+  """The scale's per-step learning rates of one schedule (cached: each is compiled once)."""
+  return _schedule(kind, cfg["steps"], cfg["peak_lr"], cfg["warmup_fraction"],
+                   cfg["decay_fraction"])
+
+
+@functools.lru_cache
+def _schedule(kind: str, steps: int, peak_lr: float, warmup: float, decay: float) -> jax.Array:
+  return trec.lr_schedule(kind, steps, peak_lr, warmup_fraction=warmup, decay_fraction=decay)
+
+
+def weight_decay(tau_frac: float, cfg: dict) -> float:
+  """lambda with AdamW timescale 1 / (peak_lr lambda) = tau_frac * T."""
+  return 1.0 / (tau_frac * cfg["steps"] * cfg["peak_lr"])
+
+
+def _lm(key: jax.Array, cfg: dict):
+  """Corpus chains, initial network and the LM loss of one seed."""
+  spec, model = setup(cfg)
+  k_chain, k_init = jax.random.split(key)
+  chains = mt.make_chains(k_chain, spec)
+  net = tfm.create(model, k_init)
+  loss_fn = lambda params, tokens: tfm.next_token_loss(net.replace(params=params), tokens)
+  return spec, chains, net, loss_fn
+
+
+@functools.partial(jax.jit, static_argnames="cfg_items")
+def runs(key: jax.Array, lrs: jax.Array, wds: jax.Array, starts: jax.Array, lengths: jax.Array,
+         cfg_items: tuple) -> dict[str, jax.Array]:
+  """``A`` training runs of one seed, vmapped: each its own schedule, decay and HQ slice.
+
+  All runs share the initialization, the corpus and the documents outside
+  their slices. Both phases use this one program (one compile where their
+  ``A`` agree); the TREC phase's runs have no slice, so their identical
+  streams are generated once per run (about a tenth of the run's time).
+
+  Args:
+    key: the seed's key.
+    lrs: ``(A, T)`` per-step learning rates.
+    wds: ``(A,)`` weight decays.
+    starts, lengths: ``(A,)`` high-quality slices (length 0: none).
+    cfg_items: the scale's configuration as sorted items (static).
+
+  Returns:
+    ``trec`` and ``train_loss`` ``(A, T)``; held-out losses ``hq`` (high-quality
+    domain) and ``general`` (unseen documents), ``(A,)``.
+  """
+  cfg = dict(cfg_items)
+  k_lm, k_data, k_hq, k_gen = jax.random.split(key, 4)
+  spec, chains, net, loss_fn = _lm(k_lm, cfg)
+  length = cfg["seq_len"] + 1
+  n_eval = cfg["eval_seqs"]
+  hq_eval = mt.hq_sequences(k_hq, chains, spec, n_eval, length)
+  general_eval = mt.step_batches(k_gen, chains, spec, n_eval, 1, length)[:, 0]  # unseen docs
+  evals = jnp.concatenate([hq_eval, general_eval])
+
+  def one(lr, wd, start, n):
+    batches = mt.step_batches(k_data, chains, spec, cfg["steps"], cfg["batch"], length, start, n)
+    params, losses = trec.train_adamw(loss_fn, net.params, batches, lr, wd)
+    curve = trec.training_reevaluation_curve(params, batches, loss_fn, chunk=cfg["trec_chunk"])
+    # both held-out sets in one forward pass: per-sequence losses, then the two means
+    per_seq = jax.vmap(lambda seq: loss_fn(params, seq))(evals)
+    return {"trec": curve, "train_loss": losses, "hq": per_seq[:n_eval].mean(),
+            "general": per_seq[n_eval:].mean()}
+
+  return jax.vmap(one)(lrs, wds, starts, lengths)
+
+
+def _corr(measured: np.ndarray, predicted: np.ndarray, window: int) -> dict:
+  sm, sp = trec.moving_average(measured, window), trec.moving_average(predicted, window)
+  return {"pearson": float(stats.pearsonr(measured, predicted)[0]),
+          "spearman": float(stats.spearmanr(measured, predicted)[0]),
+          "pearson_smoothed": float(stats.pearsonr(sm, sp)[0])}
+
+
+def analyze_trec(cfg: dict, confs: list[tuple[str, float]], curves: np.ndarray,
+                 losses: np.ndarray) -> dict:
+  """Correlations and argmins of the seed-mean TRECs; calibrates ``phi`` on one config."""
+  steps = cfg["steps"]
+  window = max(int(round(cfg["smooth_frac"] * steps)), 1)
+  mean = curves.mean(axis=0)  # (C, T) over seeds
+  calib = confs.index(("constant", max(cfg["tau_fracs"])))
+  kind, tau_frac = confs[calib]
+  cands = np.asarray(cfg["forgetting_grid"]) / (cfg["peak_lr"] * steps)
+  wd_calib = weight_decay(tau_frac, cfg)
+  cands = cands[(wd_calib + cands) * cfg["peak_lr"] < 1.0]  # keep 1 - eta (lambda + phi) > 0
+  phi = trec.fit_forgetting(mean[calib], schedule(kind, cfg), wd_calib, cands, window)
+  rows = []
+  for i, (kind, tau_frac) in enumerate(confs):
+    lrs, wd = schedule(kind, cfg), weight_decay(tau_frac, cfg)
+    pred = {"ema": np.asarray(trec.predict_trec(lrs, wd)),
+            "ema_momentum": np.asarray(trec.predict_trec(lrs, wd, b1=0.9)),
+            "calibrated": np.asarray(trec.predict_trec(lrs, wd, forgetting=phi))}
+    smoothed = trec.moving_average(mean[i], window)
+    rows.append({
+        "schedule": kind, "tau_frac": tau_frac, "weight_decay": wd,
+        "tau_steps": trec.ema_timescale(cfg["peak_lr"], wd),
+        "calibration_config": i == calib,
+        "corr": {k: _corr(mean[i], p, window) for k, p in pred.items()},
+        "argmin_frac": {"measured": float(np.argmin(smoothed) / steps),
+                        **{k: float(np.argmin(p) / steps) for k, p in pred.items()}},
+        "trec_range": float(smoothed.max() - smoothed.min()),
+        "final_train_loss": float(losses[:, i, -max(steps // 20, 1):].mean()),
+        "measured": mean[i].tolist(), "predicted": {k: p.tolist() for k, p in pred.items()},
+    })
+  return {"forgetting": phi, "forgetting_timescales": phi * cfg["peak_lr"] * steps,
+          "smooth_window": window, "configs": rows}
+
+
+def placements(cfg: dict, lrs: jax.Array, wd: float, phi: float, n: int) -> dict[str, int]:
+  steps = cfg["steps"]
+  every = {"start": 0, "predicted_ema": trec.best_window(lrs, wd, n),
+           "predicted_calibrated": trec.best_window(lrs, wd, n, forgetting=phi),
+           "end": steps - n}
+  return {arm: every[arm] for arm in cfg["arms"]}
+
+
+def summarize_curriculum(cfg: dict, windows: dict, results: list[dict]) -> list[dict]:
+  """Mean ± std of HQ loss per (slice, arm) and the paired gain over the end placement."""
+  rows = []
+  for frac, arms in windows.items():
+    hq = {arm: np.array([r[frac][arm]["hq"] for r in results]) for arm in arms}
+    general = {arm: np.array([r[frac][arm]["general"] for r in results]) for arm in arms}
+    for arm, start in arms.items():
+      gain = hq["end"] - hq[arm] if "end" in hq else np.full_like(hq[arm], np.nan)
+      rows.append({"slice_frac": frac, "arm": arm, "start": start,
+                   "start_frac": start / cfg["steps"],
+                   "hq_loss": {"mean": float(hq[arm].mean()), "std": float(hq[arm].std()),
+                               "per_seed": hq[arm].tolist()},
+                   "general_loss": {"mean": float(general[arm].mean()),
+                                    "std": float(general[arm].std())},
+                   "gain_vs_end": {"mean": float(gain.mean()), "std": float(gain.std()),
+                                   "min": float(gain.min()), "max": float(gain.max())}})
+  return rows
+
+
+def format_tables(analysis: dict, curriculum: list[dict]) -> str:
+  lines = ["| schedule | tau/T | lambda | r ema (raw / smoothed) | rho ema | "
+           "r calibrated (raw / smoothed) | argmin measured | argmin ema | argmin calibrated |",
+           "|---|---|---|---|---|---|---|---|---|"]
+  for r in analysis["configs"]:
+    e, c, a = r["corr"]["ema"], r["corr"]["calibrated"], r["argmin_frac"]
+    mark = " (fit here)" if r["calibration_config"] else ""
+    lines.append(f"| {r['schedule']} | {r['tau_frac']:g} | {r['weight_decay']:.3g} | "
+                 f"{e['pearson']:.2f} / {e['pearson_smoothed']:.2f} | {e['spearman']:.2f} | "
+                 f"{c['pearson']:.2f} / {c['pearson_smoothed']:.2f}{mark} | "
+                 f"{a['measured']:.2f} | {a['ema']:.2f} | {a['calibrated']:.2f} |")
+  lines += ["", f"Calibrated forgetting phi = {analysis['forgetting']:.3g} "
+            f"({analysis['forgetting_timescales']:g} timescales per run); smoothing window "
+            f"{analysis['smooth_window']} steps.", "",
+            "| slice | placement | start (frac) | HQ loss | gain vs end | general loss |",
+            "|---|---|---|---|---|---|"]
+  for r in curriculum:
+    h, g = r["hq_loss"], r["gain_vs_end"]
+    lines.append(f"| {r['slice_frac']:g} | {r['arm']} | {r['start']} ({r['start_frac']:.2f}) | "
+                 f"{h['mean']:.3f} ± {h['std']:.3f} | {g['mean']:+.3f} ± {g['std']:.3f} | "
+                 f"{r['general_loss']['mean']:.3f} |")
+  return "\n".join(lines)
+
+
+def plot_trec(cfg: dict, analysis: dict, out: str) -> str:
+  rows = analysis["configs"]
+  taus = sorted({r["tau_frac"] for r in rows})
+  fig, axes = plt.subplots(len(SCHEDULES), len(taus), figsize=(4.2 * len(taus), 8.4),
+                           squeeze=False, sharex=True)
+  z = lambda x: (np.asarray(x) - np.mean(x)) / (np.std(x) + 1e-12)
+  win = analysis["smooth_window"]
+  for r in rows:
+    ax = axes[SCHEDULES.index(r["schedule"])][taus.index(r["tau_frac"])]
+    t = np.arange(len(r["measured"])) / cfg["steps"]
+    ax.plot(t, z(r["measured"]), color="tab:blue", alpha=0.2, lw=0.6)
+    ax.plot(t, z(trec.moving_average(r["measured"], win)), color="tab:blue", label="measured")
+    ax.plot(t, z(r["predicted"]["ema"]), "k", label="AdamW EMA")
+    ax.plot(t, z(r["predicted"]["calibrated"]), "r--", label="calibrated")
+    ax.axvline(r["argmin_frac"]["measured"], color="tab:blue", ls=":")
+    e, c = r["corr"]["ema"]["pearson_smoothed"], r["corr"]["calibrated"]["pearson_smoothed"]
+    ax.set_title(f"{r['schedule']}, tau={r['tau_frac']:g}T: r={e:.2f} / {c:.2f}", fontsize=9)
+  axes[0][0].legend(fontsize=7)
+  for ax in axes[-1]:
+    ax.set_xlabel("step / T")
+  for ax in axes[:, 0]:
+    ax.set_ylabel("TREC (standardized)")
+  fig.tight_layout()
+  path = os.path.join(out, "trec_curves.png")
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+  return path
+
+
+ARM_STYLE = {"start": ("tab:green", "start"), "predicted_ema": ("k", "EMA min"),
+             "predicted_calibrated": ("r", "calibrated min"), "end": ("tab:blue", "end")}
+
+
+def plot_curriculum(cfg: dict, lrs: jax.Array, wd: float, phi: float, curriculum: list[dict],
+                    example_trecs: dict, out: str) -> str:
+  fig, (ax0, ax1, ax2) = plt.subplots(1, 3, figsize=(15, 3.9))
+  t = np.arange(cfg["steps"]) / cfg["steps"]
+  for name, w, style in (("AdamW EMA c_t", trec.batch_weights(lrs, wd), "k"),
+                         ("calibrated", trec.batch_weights(lrs, wd, forgetting=phi), "r--")):
+    w = np.asarray(w)
+    ax0.plot(t, w / w.max(), style, label=name)
+  ax0.plot(t, np.asarray(lrs) / float(np.max(lrs)), color="0.6", lw=0.8, label="lr / peak")
+  widest = max(cfg["slice_fracs"])
+  for r in curriculum:
+    if r["slice_frac"] == widest:
+      ax0.axvspan(r["start_frac"], r["start_frac"] + r["slice_frac"], alpha=0.15,
+                  color=ARM_STYLE[r["arm"]][0])
+  ax0.set(xlabel="step / T", ylabel="normalized",
+          title=f"WSD: batch weights; {widest:g} T HQ windows")
+  ax0.legend(fontsize=7)
+  fracs = sorted({r["slice_frac"] for r in curriculum})
+  arms = list(cfg["arms"])
+  for r in curriculum:
+    x = fracs.index(r["slice_frac"]) * (len(arms) + 1) + arms.index(r["arm"])
+    color = ARM_STYLE[r["arm"]][0]
+    ax1.errorbar(x, r["hq_loss"]["mean"], r["hq_loss"]["std"], fmt="o", color=color, capsize=3)
+    ax1.plot([x] * len(r["hq_loss"]["per_seed"]), r["hq_loss"]["per_seed"], ".", color=color,
+             alpha=0.4)
+  ticks = [fracs.index(f) * (len(arms) + 1) + i for f in fracs for i in range(len(arms))]
+  ax1.set_xticks(ticks, [f"{ARM_STYLE[a][1]}\nslice {f:g}" for f in fracs for a in arms],
+                 fontsize=6)
+  ax1.set(ylabel="held-out HQ loss", title="HQ slice placement (mean ± std over seeds)")
+  win = max(int(round(cfg["smooth_frac"] * cfg["steps"])), 1)
+  for arm, curve in example_trecs[widest].items():
+    color, label = ARM_STYLE[arm]
+    ax2.plot(t, trec.moving_average(curve, win), color=color, label=label, lw=1)
+  ax2.set(xlabel="step / T", ylabel="TREC (smoothed)",
+          title=f"TREC of the curriculum runs (seed 0, slice {widest:g})")
+  ax2.legend(fontsize=7)
+  fig.tight_layout()
+  path = os.path.join(out, "curriculum.png")
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+  return path
+
+
+def main(argv=None) -> dict:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--quick", action="store_true", help="small scale, ~4 min on 2 cores")
+  parser.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)  # tests only
+  parser.add_argument("--out", default="results/trec")
+  parser.add_argument("--seeds", type=int, default=None, help="curriculum seeds")
+  args = parser.parse_args(argv)
+  scale, cfg = scale_config(args, CONFIGS)
+  cfg = {**COMMON, **cfg}
+  items = tuple(sorted((k, v) for k, v in cfg.items()))
+  os.makedirs(args.out, exist_ok=True)
+  start = time.time()
+  confs = [(k, tau) for k in SCHEDULES for tau in cfg["tau_fracs"]]
+  lrs = jnp.stack([schedule(k, cfg) for k, _ in confs])
+  wds = jnp.array([weight_decay(tau, cfg) for _, tau in confs])
+  wd_c = weight_decay(cfg["curriculum_tau_frac"], cfg)
+  lrs_c = schedule("wsd", cfg)
+  bar = tqdm(total=cfg["trec_seeds"] + cfg["seeds"], desc="trec", unit="seed")
+  curves, losses = [], []
+  no_slice = jnp.zeros(len(confs), jnp.int32)
+  for seed in range(cfg["trec_seeds"]):
+    out = runs(jax.random.key(seed), lrs, wds, no_slice, no_slice, items)
+    curves.append(np.asarray(out["trec"]))
+    losses.append(np.asarray(out["train_loss"]))
+    bar.update()
+  trec_time = time.time() - start
+  analysis = analyze_trec(cfg, confs, np.stack(curves), np.stack(losses))
+  phi = analysis["forgetting"]
+  windows = {}
+  for frac in cfg["slice_fracs"]:
+    n = max(int(round(frac * cfg["steps"])), 1)
+    windows[frac] = placements(cfg, lrs_c, wd_c, phi, n)
+  starts = jnp.array([s for arms in windows.values() for s in arms.values()])
+  lengths = jnp.array([max(int(round(f * cfg["steps"])), 1) for f, arms in windows.items()
+                       for _ in arms])
+  results = []
+  bar.set_description("curriculum")
+  arm_lrs = jnp.broadcast_to(lrs_c, (len(starts), cfg["steps"]))
+  arm_wds = jnp.full((len(starts),), wd_c, jnp.float32)  # not weakly typed: same program
+  for seed in range(cfg["seeds"]):
+    out = jax.device_get(runs(jax.random.key(1000 + seed), arm_lrs, arm_wds, starts, lengths,
+                              items))
+    if seed == 0:  # TRECs of the first seed's curriculum runs, for the figure
+      it = iter(out["trec"])
+      example_trecs = {f: {arm: next(it) for arm in arms} for f, arms in windows.items()}
+    out = {k: out[k] for k in ("hq", "general")}
+    flat = [{k: float(v[j]) for k, v in out.items()} for j in range(len(starts))]
+    it = iter(flat)
+    results.append({f: {arm: next(it) for arm in arms} for f, arms in windows.items()})
+    bar.update()
+  bar.close()
+  curriculum = summarize_curriculum(cfg, windows, results)
+  table = format_tables(analysis, curriculum)
+  result = {"scale": scale, "config": cfg, "trec": analysis, "curriculum": curriculum,
+            "curriculum_weight_decay": wd_c, "wall_time_s": time.time() - start,
+            "trec_time_s": trec_time, "machine": machine()}
+  result["figures"] = [plot_trec(cfg, analysis, args.out),
+                       plot_curriculum(cfg, lrs_c, wd_c, phi, curriculum, example_trecs,
+                                       args.out)]
+  note = (f"Tiny transformer ({cfg['layers']} layers, d={cfg['d_model']}, vocab {cfg['vocab']}), "
+          f"{cfg['steps']} AdamW steps of {cfg['batch']} x {cfg['seq_len']} tokens, peak lr "
+          f"{cfg['peak_lr']:g}. TREC: mean over {cfg['trec_seeds']} seed(s); r = Pearson, "
+          f"rho = Spearman vs the predicted curve; argmins as fractions of training. "
+          f"Curriculum: WSD, tau = {cfg['curriculum_tau_frac']:g} T, {cfg['seeds']} seeds; "
+          "gain = HQ loss at the end minus at this placement (paired by seed, positive = "
+          "better than the end).")
+  write_results(args.out, "trec", result, table, note)
+  return result
+
+
+if __name__ == "__main__":
+  main()
