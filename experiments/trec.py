@@ -21,7 +21,8 @@ document chain mixed with one shared chain) with ``optax.adamw``.
    smoothed over ``T / 25`` steps, and the argmin step (smoothed measured curve)
    as a fraction of training.
 2. **Curriculum.** WSD with ``tau = curriculum_tau_frac * T``; a contiguous
-   slice of high-quality-domain steps (``slice_fracs`` of training) placed at
+   slice of high-quality-domain steps (``slice_fracs`` of training; the same
+   high-quality batches and documents in every placement) placed at
    the window maximizing ``sum c_t`` (``predicted_ema``), the same with the
    calibrated ``phi`` (``predicted_calibrated``), at the end, and (full scale)
    at the start. Reported: held-out loss on the high-quality domain, mean ± std
@@ -104,6 +105,12 @@ def weight_decay(tau_frac: float, cfg: dict) -> float:
   return 1.0 / (tau_frac * cfg["steps"] * cfg["peak_lr"])
 
 
+def _slice_steps(cfg: dict, frac: float | None = None) -> int:
+  """Steps in a high-quality slice of ``frac`` of training (default: the widest)."""
+  frac = max(cfg["slice_fracs"]) if frac is None else frac
+  return max(int(round(frac * cfg["steps"])), 1)
+
+
 def _lm(key: jax.Array, cfg: dict):
   """Corpus chains, initial network and the LM loss of one seed."""
   spec, model = setup(cfg)
@@ -119,10 +126,9 @@ def runs(key: jax.Array, lrs: jax.Array, wds: jax.Array, starts: jax.Array, leng
          cfg_items: tuple) -> dict[str, jax.Array]:
   """``A`` training runs of one seed, vmapped: each its own schedule, decay and HQ slice.
 
-  All runs share the initialization, the corpus and the documents outside
-  their slices. Both phases use this one program (one compile where their
-  ``A`` agree); the TREC phase's runs have no slice, so their identical
-  streams are generated once per run (about a tenth of the run's time).
+  All runs share the initialization, the corpus, the document stream and the
+  high-quality text; only the slice's position differs. Both phases use this
+  one program (one compile where their ``A`` agree).
 
   Args:
     key: the seed's key.
@@ -136,16 +142,17 @@ def runs(key: jax.Array, lrs: jax.Array, wds: jax.Array, starts: jax.Array, leng
     domain) and ``general`` (unseen documents), ``(A,)``.
   """
   cfg = dict(cfg_items)
-  k_lm, k_data, k_hq, k_gen = jax.random.split(key, 4)
+  k_lm, k_data, k_slice, k_hq, k_gen = jax.random.split(key, 5)
   spec, chains, net, loss_fn = _lm(k_lm, cfg)
   length = cfg["seq_len"] + 1
+  docs = mt.step_batches(k_data, chains, spec, cfg["steps"], cfg["batch"], length)
   n_eval = cfg["eval_seqs"]
   hq_eval = mt.hq_sequences(k_hq, chains, spec, n_eval, length)
   general_eval = mt.step_batches(k_gen, chains, spec, n_eval, 1, length)[:, 0]  # unseen docs
   evals = jnp.concatenate([hq_eval, general_eval])
 
   def one(lr, wd, start, n):
-    batches = mt.step_batches(k_data, chains, spec, cfg["steps"], cfg["batch"], length, start, n)
+    batches = mt.with_hq_slice(k_slice, chains, spec, docs, start, n, _slice_steps(cfg))
     params, losses = trec.train_adamw(loss_fn, net.params, batches, lr, wd)
     curve = trec.training_reevaluation_curve(params, batches, loss_fn, chunk=cfg["trec_chunk"])
     # both held-out sets in one forward pass: per-sequence losses, then the two means
@@ -354,11 +361,9 @@ def main(argv=None) -> dict:
   phi = analysis["forgetting"]
   windows = {}
   for frac in cfg["slice_fracs"]:
-    n = max(int(round(frac * cfg["steps"])), 1)
-    windows[frac] = placements(cfg, lrs_c, wd_c, phi, n)
+    windows[frac] = placements(cfg, lrs_c, wd_c, phi, _slice_steps(cfg, frac))
   starts = jnp.array([s for arms in windows.values() for s in arms.values()])
-  lengths = jnp.array([max(int(round(f * cfg["steps"])), 1) for f, arms in windows.items()
-                       for _ in arms])
+  lengths = jnp.array([_slice_steps(cfg, f) for f, arms in windows.items() for _ in arms])
   results = []
   bar.set_description("curriculum")
   arm_lrs = jnp.broadcast_to(lrs_c, (len(starts), cfg["steps"]))

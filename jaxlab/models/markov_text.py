@@ -4,8 +4,8 @@ Built so that a model's memory of *which* batches it saw can be measured at a
 tiny scale (training re-evaluation curves, :mod:`jaxlab.trec`). Every training
 step draws its own *document*: a random sparse bigram chain ``D_t`` over
 ``vocab_size`` tokens (each token has ``branching`` successors with
-``Dirichlet(1)`` weights). Each next token comes from a mixture of that document chain and one
-shared *global* chain ``G``:
+``Dirichlet(1)`` weights). Each next token comes from a mixture of that
+document chain and one shared *global* chain ``G``:
 
 .. math::
   p(x_{i+1} = b \mid x_i = a) = \pi\, G_{ab} + (1 - \pi)\, D_{t,ab}
@@ -16,16 +16,18 @@ only as far as they still remember it. With i.i.d. batches from one stationary
 distribution the curve would be flat.
 
 A *high-quality domain* is one more fixed chain ``H`` (the same mixture with
-``D_t`` replaced by ``H``); :func:`step_batches` can fill a contiguous slice of
-steps with it, and :func:`sample_sequences` draws held-out evaluation text.
+``D_t`` replaced by ``H``); :func:`with_hq_slice` fills a contiguous slice of
+steps of a stream with it, and :func:`hq_sequences` draws held-out text.
 
-Everything is jittable and vmappable (the slice start may be traced).
+Everything is jittable and vmappable (the slice start and length may be traced).
 
 Example:
   >>> spec = MarkovTextSpec(vocab_size=64)
   >>> chains = make_chains(jax.random.key(0), spec)
-  >>> batches = step_batches(jax.random.key(1), chains, spec, num_steps=100, batch_size=8,
-  ...                        length=33, hq_start=80, hq_length=10)   # (100, 8, 33) int32
+  >>> docs = step_batches(jax.random.key(1), chains, spec, num_steps=100, batch_size=8,
+  ...                     length=33)                                  # (100, 8, 33) int32
+  >>> batches = with_hq_slice(jax.random.key(2), chains, spec, docs, start=80, length=10,
+  ...                         max_length=10)                           # steps 80..89 HQ
 """
 
 from __future__ import annotations
@@ -123,14 +125,10 @@ def hq_sequences(key: jax.Array, chains: Chains, spec: MarkovTextSpec, num: int,
 
 
 def step_batches(key: jax.Array, chains: Chains, spec: MarkovTextSpec, num_steps: int,
-                 batch_size: int, length: int, hq_start: ArrayLike = 0,
-                 hq_length: ArrayLike = 0) -> jax.Array:
+                 batch_size: int, length: int) -> jax.Array:
   """The training stream: one batch per step, step ``t`` from its own document chain.
 
-  Steps ``hq_start <= t < hq_start + hq_length`` draw from the high-quality
-  chain instead (the curriculum slice); ``hq_length=0`` gives none. The
-  document of step ``t`` depends only on ``(key, t)``, so two streams with the
-  same key differ only inside their slices.
+  The document of step ``t`` and its text depend only on ``(key, t)``.
 
   Args:
     key: PRNG key of the stream.
@@ -139,16 +137,41 @@ def step_batches(key: jax.Array, chains: Chains, spec: MarkovTextSpec, num_steps
     num_steps: number of batches ``T``.
     batch_size: sequences per batch.
     length: tokens per sequence.
-    hq_start: first step of the high-quality slice (may be traced).
-    hq_length: number of high-quality steps (may be traced).
 
   Returns:
     int32 ``(num_steps, batch_size, length)``.
   """
   def one(t):
     k_doc, k_tok = jax.random.split(jax.random.fold_in(key, t))
-    in_slice = (t >= hq_start) & (t < hq_start + hq_length)
-    doc = jnp.where(in_slice, chains.hq_chain, document_chain(k_doc, spec))
+    doc = document_chain(k_doc, spec)
     return sample_sequences(k_tok, mixture(chains, doc, spec), batch_size, length)
 
   return jax.lax.map(one, jnp.arange(num_steps))
+
+
+def with_hq_slice(key: jax.Array, chains: Chains, spec: MarkovTextSpec, batches: jax.Array,
+                  start: ArrayLike, length: ArrayLike, max_length: int) -> jax.Array:
+  """``batches`` with steps ``start <= t < start + length`` replaced by high-quality text.
+
+  The ``i``-th step of the slice gets the same high-quality batch wherever the
+  slice starts (it depends only on ``(key, i)``), so placements of a slice
+  differ in *when* the model sees that text, not in which text it sees.
+
+  Args:
+    key: PRNG key of the high-quality text.
+    chains: :func:`make_chains` output.
+    spec: the corpus.
+    batches: int ``(T, B, L)`` stream (e.g. :func:`step_batches`).
+    start: first step of the slice (may be traced).
+    length: steps in the slice, ``0 <= length <= max_length`` (may be traced; 0: none).
+    max_length: static bound on ``length``: the high-quality batches sampled.
+
+  Returns:
+    int32 ``(T, B, L)``.
+  """
+  _, batch_size, seq = batches.shape
+  hq = jax.lax.map(lambda i: hq_sequences(jax.random.fold_in(key, i), chains, spec, batch_size,
+                                          seq), jnp.arange(max_length))
+  t = jnp.arange(batches.shape[0])
+  in_slice = (t >= start) & (t < start + jnp.minimum(length, max_length))
+  return jnp.where(in_slice[:, None, None], hq[jnp.clip(t - start, 0, max_length - 1)], batches)

@@ -9,9 +9,15 @@ from jaxlab.models import markov_text as mt
 
 SPEC = mt.MarkovTextSpec(vocab_size=16, branching=2, global_branching=4, global_prob=0.5)
 CHAINS = mt.make_chains(jax.random.key(0), SPEC)
-# step_batches vmapped over (slice start, slice length): one compile for the stream tests
-STREAM = jax.jit(jax.vmap(lambda start, length: mt.step_batches(
-    jax.random.key(3), CHAINS, SPEC, 20, 4, 9, start, length)))
+
+
+@jax.jit
+def _streams(starts, lengths):
+  """A document stream and copies with HQ slices (vmapped over slices): one compile."""
+  docs = mt.step_batches(jax.random.key(3), CHAINS, SPEC, 20, 4, 9)
+  sliced = jax.vmap(lambda s, n: mt.with_hq_slice(jax.random.key(4), CHAINS, SPEC, docs, s, n,
+                                                  max_length=3))(starts, lengths)
+  return docs, sliced
 
 
 def test_sparse_chain_rows():
@@ -34,21 +40,25 @@ def test_sampled_bigrams_follow_the_chain():
   np.testing.assert_allclose(freq, chain, atol=0.03)  # ~5k transitions per row
 
 
-def test_stream_shape_determinism_and_slice():
-  starts, lengths = jnp.array([0, 5, 0]), jnp.array([0, 3, 2])
-  plain, sliced, first = np.asarray(STREAM(starts, lengths))
-  assert plain.shape == (20, 4, 9) and plain.dtype == np.int32
-  assert plain.min() >= 0 and plain.max() < 16
-  np.testing.assert_array_equal(STREAM(starts, lengths)[0], plain)  # deterministic
-  # the same key gives the same documents; only the slice's steps change
-  differs = (plain != sliced).any(axis=(1, 2))
-  assert not differs[:5].any() and not differs[8:].any() and differs[5:8].all()
-  assert (plain != first).any(axis=(1, 2)).tolist() == [True] * 2 + [False] * 18
-  # inside the slice every transition lies on the support of the high-quality mixture
+def test_stream_and_hq_slices():
+  starts, lengths = jnp.array([5, 0, 17, 9]), jnp.array([3, 2, 3, 0])
+  docs, sliced = _streams(starts, lengths)
+  docs, sliced = np.asarray(docs), np.asarray(sliced)
+  assert docs.shape == (20, 4, 9) and docs.dtype == np.int32 and sliced.shape == (4, 20, 4, 9)
+  assert docs.min() >= 0 and docs.max() < 16
+  np.testing.assert_array_equal(_streams(starts, lengths)[0], docs)  # deterministic
+  changed = (sliced != docs[None]).any(axis=(2, 3))
+  for row, s, n in zip(changed, starts.tolist(), lengths.tolist(), strict=True):
+    assert row.tolist() == [s <= t < s + n for t in range(20)]
+  # the i-th slice step holds the same HQ text wherever the slice starts
+  np.testing.assert_array_equal(sliced[0, 5:8], sliced[2, 17:20])
+  np.testing.assert_array_equal(sliced[0, 5:7], sliced[1, 0:2])
+  # inside a slice every transition lies on the support of the high-quality mixture;
+  # the document steps it replaced do not
   support = np.asarray(mt.mixture(CHAINS, CHAINS.hq_chain, SPEC)) > 0
-  s = sliced[5:8]
+  s = sliced[0, 5:8]
   assert support[s[..., :-1], s[..., 1:]].all()
-  assert not support[plain[5:8, :, :-1], plain[5:8, :, 1:]].all()  # documents are elsewhere
+  assert not support[docs[5:8, :, :-1], docs[5:8, :, 1:]].all()
 
 
 def test_bad_spec():
