@@ -180,7 +180,8 @@ def analyze_trec(cfg: dict, confs: list[tuple[str, float]], curves: np.ndarray,
   kind, tau_frac = confs[calib]
   cands = np.asarray(cfg["forgetting_grid"]) / (cfg["peak_lr"] * steps)
   wd_calib = weight_decay(tau_frac, cfg)
-  cands = cands[(wd_calib + cands) * cfg["peak_lr"] < 1.0]  # keep 1 - eta (lambda + phi) > 0
+  # keep 1 - eta (lambda + phi) > 0 for every configuration phi is applied to
+  cands = cands[(weight_decay(min(cfg["tau_fracs"]), cfg) + cands) * cfg["peak_lr"] < 1.0]
   phi = trec.fit_forgetting(mean[calib], schedule(kind, cfg), wd_calib, cands, window)
   rows = []
   for i, (kind, tau_frac) in enumerate(confs):
@@ -198,7 +199,8 @@ def analyze_trec(cfg: dict, confs: list[tuple[str, float]], curves: np.ndarray,
                         **{k: float(np.argmin(p) / steps) for k, p in pred.items()}},
         "trec_range": float(smoothed.max() - smoothed.min()),
         "final_train_loss": float(losses[:, i, -max(steps // 20, 1):].mean()),
-        "measured": mean[i].tolist(), "predicted": {k: p.tolist() for k, p in pred.items()},
+        "measured": np.round(mean[i], 5).tolist(),
+        "predicted": {k: np.round(p, 5).tolist() for k, p in pred.items()},
     })
   return {"forgetting": phi, "forgetting_timescales": phi * cfg["peak_lr"] * steps,
           "smooth_window": window, "configs": rows}

@@ -136,7 +136,8 @@ def adamw_ema_coefficients(learning_rates: ArrayLike, weight_decay: ArrayLike) -
     ``(T,)`` coefficients ``c_t``.
 
   References:
-    Wang, Aitchison, arXiv:2405.13698, 2024 (Sec. 2, AdamW as an EMA).
+    Wang, Aitchison, "How to set AdamW's weight decay as you scale model and dataset
+    size", arXiv:2405.13698, 2024 (AdamW as an EMA of updates).
   """
   _check(learning_rates, weight_decay)
   return _ema_coefficients(jnp.asarray(learning_rates, jnp.result_type(float)),
