@@ -163,6 +163,11 @@ def runs(key: jax.Array, lrs: jax.Array, wds: jax.Array, starts: jax.Array, leng
   return jax.vmap(one)(lrs, wds, starts, lengths)
 
 
+def _rounded(x: np.ndarray) -> list[float]:
+  """A curve for results.json: float64 first, so 5 decimals print as 5 decimals."""
+  return np.round(np.asarray(x, np.float64), 5).tolist()
+
+
 def _corr(measured: np.ndarray, predicted: np.ndarray, window: int) -> dict:
   sm, sp = trec.moving_average(measured, window), trec.moving_average(predicted, window)
   return {"pearson": float(stats.pearsonr(measured, predicted)[0]),
@@ -199,8 +204,7 @@ def analyze_trec(cfg: dict, confs: list[tuple[str, float]], curves: np.ndarray,
                         **{k: float(np.argmin(p) / steps) for k, p in pred.items()}},
         "trec_range": float(smoothed.max() - smoothed.min()),
         "final_train_loss": float(losses[:, i, -max(steps // 20, 1):].mean()),
-        "measured": np.round(mean[i], 5).tolist(),
-        "predicted": {k: np.round(p, 5).tolist() for k, p in pred.items()},
+        "measured": _rounded(mean[i]), "predicted": {k: _rounded(p) for k, p in pred.items()},
     })
   return {"forgetting": phi, "forgetting_timescales": phi * cfg["peak_lr"] * steps,
           "smooth_window": window, "configs": rows}
@@ -333,6 +337,48 @@ def plot_curriculum(cfg: dict, lrs: jax.Array, wd: float, phi: float, curriculum
   return path
 
 
+def by_placement(values, windows: dict[float, dict[str, int]]) -> dict:
+  """Per-run values, in the order of ``windows``, as ``{slice_frac: {arm: value}}``."""
+  it = iter(values)
+  return {frac: {arm: next(it) for arm in arms} for frac, arms in windows.items()}
+
+
+def trec_phase(cfg: dict, items: tuple, confs: list[tuple[str, float]], bar: tqdm) -> dict:
+  """Trains every (schedule, tau) per TREC seed and analyzes the seed-mean curves."""
+  lrs = jnp.stack([schedule(k, cfg) for k, _ in confs])
+  wds = jnp.array([weight_decay(tau, cfg) for _, tau in confs])
+  no_slice = jnp.zeros(len(confs), jnp.int32)
+  curves, losses = [], []
+  for seed in range(cfg["trec_seeds"]):
+    out = runs(jax.random.key(seed), lrs, wds, no_slice, no_slice, items)
+    curves.append(np.asarray(out["trec"]))
+    losses.append(np.asarray(out["train_loss"]))
+    bar.update()
+  return analyze_trec(cfg, confs, np.stack(curves), np.stack(losses))
+
+
+def curriculum_phase(cfg: dict, items: tuple, phi: float, bar: tqdm) -> tuple[dict, list, dict]:
+  """HQ-slice placements per curriculum seed: ``(windows, per-seed results, seed-0 TRECs)``."""
+  lrs, wd = schedule("wsd", cfg), weight_decay(cfg["curriculum_tau_frac"], cfg)
+  windows = {frac: placements(cfg, lrs, wd, phi, _slice_steps(cfg, frac))
+             for frac in cfg["slice_fracs"]}
+  starts = jnp.array([s for arms in windows.values() for s in arms.values()])
+  lengths = jnp.array([_slice_steps(cfg, f) for f, arms in windows.items() for _ in arms])
+  arm_lrs = jnp.broadcast_to(lrs, (len(starts), cfg["steps"]))
+  arm_wds = jnp.full((len(starts),), wd, jnp.float32)  # not weakly typed: same program
+  results, example_trecs = [], None
+  for seed in range(cfg["seeds"]):
+    out = jax.device_get(runs(jax.random.key(1000 + seed), arm_lrs, arm_wds, starts, lengths,
+                              items))
+    if seed == 0:  # TRECs of the first seed's curriculum runs, for the figure
+      example_trecs = by_placement(out["trec"], windows)
+    results.append(by_placement([{"hq": float(h), "general": float(g)}
+                                 for h, g in zip(out["hq"], out["general"], strict=True)],
+                                windows))
+    bar.update()
+  return windows, results, example_trecs
+
+
 def main(argv=None) -> dict:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--quick", action="store_true", help="small scale, ~4 min on 2 cores")
@@ -342,54 +388,26 @@ def main(argv=None) -> dict:
   args = parser.parse_args(argv)
   scale, cfg = scale_config(args, CONFIGS)
   cfg = {**COMMON, **cfg}
-  items = tuple(sorted((k, v) for k, v in cfg.items()))
+  items = tuple(sorted(cfg.items()))  # hashable: a static argument of the jitted runs
   os.makedirs(args.out, exist_ok=True)
   start = time.time()
   confs = [(k, tau) for k in SCHEDULES for tau in cfg["tau_fracs"]]
-  lrs = jnp.stack([schedule(k, cfg) for k, _ in confs])
-  wds = jnp.array([weight_decay(tau, cfg) for _, tau in confs])
-  wd_c = weight_decay(cfg["curriculum_tau_frac"], cfg)
-  lrs_c = schedule("wsd", cfg)
   bar = tqdm(total=cfg["trec_seeds"] + cfg["seeds"], desc="trec", unit="seed")
-  curves, losses = [], []
-  no_slice = jnp.zeros(len(confs), jnp.int32)
-  for seed in range(cfg["trec_seeds"]):
-    out = runs(jax.random.key(seed), lrs, wds, no_slice, no_slice, items)
-    curves.append(np.asarray(out["trec"]))
-    losses.append(np.asarray(out["train_loss"]))
-    bar.update()
+  analysis = trec_phase(cfg, items, confs, bar)
   trec_time = time.time() - start
-  analysis = analyze_trec(cfg, confs, np.stack(curves), np.stack(losses))
   phi = analysis["forgetting"]
-  windows = {}
-  for frac in cfg["slice_fracs"]:
-    windows[frac] = placements(cfg, lrs_c, wd_c, phi, _slice_steps(cfg, frac))
-  starts = jnp.array([s for arms in windows.values() for s in arms.values()])
-  lengths = jnp.array([_slice_steps(cfg, f) for f, arms in windows.items() for _ in arms])
-  results = []
   bar.set_description("curriculum")
-  arm_lrs = jnp.broadcast_to(lrs_c, (len(starts), cfg["steps"]))
-  arm_wds = jnp.full((len(starts),), wd_c, jnp.float32)  # not weakly typed: same program
-  for seed in range(cfg["seeds"]):
-    out = jax.device_get(runs(jax.random.key(1000 + seed), arm_lrs, arm_wds, starts, lengths,
-                              items))
-    if seed == 0:  # TRECs of the first seed's curriculum runs, for the figure
-      it = iter(out["trec"])
-      example_trecs = {f: {arm: next(it) for arm in arms} for f, arms in windows.items()}
-    out = {k: out[k] for k in ("hq", "general")}
-    flat = [{k: float(v[j]) for k, v in out.items()} for j in range(len(starts))]
-    it = iter(flat)
-    results.append({f: {arm: next(it) for arm in arms} for f, arms in windows.items()})
-    bar.update()
+  windows, results, example_trecs = curriculum_phase(cfg, items, phi, bar)
   bar.close()
   curriculum = summarize_curriculum(cfg, windows, results)
   table = format_tables(analysis, curriculum)
+  wd_c = weight_decay(cfg["curriculum_tau_frac"], cfg)
   result = {"scale": scale, "config": cfg, "trec": analysis, "curriculum": curriculum,
             "curriculum_weight_decay": wd_c, "wall_time_s": time.time() - start,
             "trec_time_s": trec_time, "machine": machine()}
   result["figures"] = [plot_trec(cfg, analysis, args.out),
-                       plot_curriculum(cfg, lrs_c, wd_c, phi, curriculum, example_trecs,
-                                       args.out)]
+                       plot_curriculum(cfg, schedule("wsd", cfg), wd_c, phi, curriculum,
+                                       example_trecs, args.out)]
   note = (f"Tiny transformer ({cfg['layers']} layers, d={cfg['d_model']}, vocab {cfg['vocab']}), "
           f"{cfg['steps']} AdamW steps of {cfg['batch']} x {cfg['seq_len']} tokens, peak lr "
           f"{cfg['peak_lr']:g}. TREC: mean over {cfg['trec_seeds']} seed(s); r = Pearson, "
