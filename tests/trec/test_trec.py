@@ -21,38 +21,41 @@ def _problem():
   return params, batches, loss_fn
 
 
-@pytest.mark.parametrize("kind", ["cosine", "wsd"])
-def test_coefficients_reproduce_optax_adamw_exactly(kind):
-  params, batches, loss_fn = _problem()
-  lrs = trec.lr_schedule(kind, T, 0.05, warmup_fraction=0.1, decay_fraction=0.3)
-  wd = 2.0
+@jax.jit
+def _adamw_runs(params, batches, lrs, wd):
+  """optax.adamw with Adam's direction u_t recorded alongside, and train_adamw on the same data."""
+  _, _, loss_fn = _problem()
   adamw = optax.adamw(lambda count: lrs[count], weight_decay=wd)
   adam = optax.scale_by_adam()  # the direction u_t inside adamw, run alongside
 
-  @jax.jit
-  def run(params):
-    def step(carry, y):
-      p, s, sa = carry
-      g = jax.grad(loss_fn)(p, y)
-      upd, s = adamw.update(g, s, p)
-      u, sa = adam.update(g, sa)
-      return (optax.apply_updates(p, upd), s, sa), u
-    (p, _, _), us = jax.lax.scan(step, (params, adamw.init(params), adam.init(params)), batches)
-    return p, us
+  def step(carry, y):
+    p, s, sa = carry
+    g = jax.grad(loss_fn)(p, y)
+    upd, s = adamw.update(g, s, p)
+    u, sa = adam.update(g, sa)
+    return (optax.apply_updates(p, upd), s, sa), u
 
-  final, us = run(params)
-  c = np.asarray(trec.adamw_ema_coefficients(lrs, wd), np.float64)
-  shrink = np.prod(1.0 - np.asarray(lrs, np.float64) * wd)
-  for k in params:
-    u = np.asarray(us[k], np.float64)
-    pred = np.asarray(params[k], np.float64) * shrink - np.tensordot(c, u, axes=1)
-    np.testing.assert_allclose(final[k], pred, rtol=1e-5, atol=1e-6)
-    assert np.abs(np.asarray(final[k]) - np.asarray(params[k])).max() > 1e-2  # it did move
-  # and train_adamw is that same optax.adamw loop
-  mine, losses = jax.jit(lambda p: trec.train_adamw(loss_fn, p, batches, lrs, wd))(params)
-  for k in params:
-    np.testing.assert_allclose(mine[k], final[k], rtol=1e-6, atol=1e-7)
-  assert losses.shape == (T,)
+  (final, _, _), us = jax.lax.scan(step, (params, adamw.init(params), adam.init(params)), batches)
+  mine, losses = trec.train_adamw(loss_fn, params, batches, lrs, wd)
+  return final, us, mine, losses
+
+
+def test_coefficients_reproduce_optax_adamw_exactly():
+  params, batches, _ = _problem()
+  wd = 2.0
+  for kind in ("cosine", "wsd"):  # same shapes: one compile
+    lrs = trec.lr_schedule(kind, T, 0.05, warmup_fraction=0.1, decay_fraction=0.3)
+    final, us, mine, losses = _adamw_runs(params, batches, lrs, wd)
+    c = np.asarray(trec.adamw_ema_coefficients(lrs, wd), np.float64)
+    shrink = np.prod(1.0 - np.asarray(lrs, np.float64) * wd)
+    for k in params:
+      u = np.asarray(us[k], np.float64)
+      pred = np.asarray(params[k], np.float64) * shrink - np.tensordot(c, u, axes=1)
+      np.testing.assert_allclose(final[k], pred, rtol=1e-5, atol=1e-6)
+      assert np.abs(np.asarray(final[k]) - np.asarray(params[k])).max() > 1e-2  # it did move
+      # and train_adamw is that same optax.adamw loop
+      np.testing.assert_allclose(mine[k], final[k], rtol=1e-6, atol=1e-7)
+    assert losses.shape == (T,)
 
 
 def test_coefficients_closed_forms():
