@@ -34,8 +34,14 @@ def test_smoke_run(tmp_path, capsys):
       assert row["alpha_final"] == pytest.approx(expected)
   acc = {f: np.mean([r["implicit_acc"] for r in mix["rows"] if r["flip"] == f]) for f in flips}
   assert acc[flips[0]] > acc[flips[-1]]  # clean labels are fit better than 40 % flipped
+  assert len(mix["claim"]) == (len(E.METHODS) - 1) * len(betas)
+  for v in mix["claim"]:  # the verdict follows from the per-seed drops it reports
+    assert v["verdict"] in ("holds", "does not hold", "inconclusive")
+    assert (v["verdict"] == "holds") == (v["seeds_less"] == v["seeds"])
+    assert v["diff_mean"] == pytest.approx(v["drop_alpha"] - v["drop_dpo"], abs=1e-9)
   out = capsys.readouterr().out
   assert "## mixture: reward of generated samples" in out and "gain kept" in out
+  assert "the claim, per beta" in out
 
 
 def test_bad_seeds():

@@ -13,16 +13,36 @@ from jaxlab.models import ddpm
 from jaxlab.preference import alpha_dpo as A
 from jaxlab.rl.networks import Net
 
-Z = jnp.linspace(-8.0, 8.0, 33)
+Z = np.linspace(-8.0, 8.0, 33)
+HUGE = np.array([-5000.0, -200.0, -80.0, -12.0, -6.0, 0.0, 80.0, 5000.0])
 ALPHAS = (0.1, 0.5, 0.9, 0.9999, 1.5, 3.0)
+LIMITS = (1.0, 1 - 1e-3, 1 + 1e-3, 1 - 1e-5, 1e-4, 0.05, 4.0)
 
 
 def _p(z):
   return 1 / (1 + np.exp(-np.asarray(z, np.float64)))
 
 
-def _grad(f, z, *args):
-  return jax.jit(jax.vmap(jax.grad(f), (0,) + (None,) * len(args)))(z, *args)
+@pytest.fixture(scope="module")
+def table():
+  """Losses and dL/dz on a grid of logits x alphas, from one compiled function."""
+  z = jnp.asarray(np.concatenate([Z, HUGE]), jnp.float32)
+  alphas = jnp.asarray(ALPHAS + LIMITS, jnp.float32)
+
+  @jax.jit
+  def compute(z, alphas):
+    per_z = lambda f: jax.vmap(jax.value_and_grad(f))
+    alpha_vals, alpha_grads = jax.vmap(lambda a: per_z(lambda x: A.alpha_loss(x, a))(z))(alphas)
+    return alpha_vals, alpha_grads, *per_z(A.logistic_loss)(z)
+
+  vals, grads, log_vals, log_grads = (np.asarray(a) for a in compute(z, alphas))
+  n = len(Z)
+  at = {float(a): i for i, a in enumerate(np.asarray(alphas))}
+  return {"loss": lambda a: vals[at[float(np.float32(a))], :n],
+          "grad": lambda a: grads[at[float(np.float32(a))], :n],
+          "huge_loss": vals[:, n:], "huge_grad": grads[:, n:],
+          "logistic": log_vals[:n], "logistic_grad": log_grads[:n],
+          "logistic_huge": log_vals[n:], "logistic_huge_grad": log_grads[n:]}
 
 
 def test_hand_computed_values():
@@ -49,55 +69,50 @@ def test_hand_computed_values():
     assert float(info["alpha_dpo/alpha"]) == pytest.approx(a)
 
 
-@pytest.mark.parametrize("alpha", ALPHAS)
-def test_loss_matches_textbook_form_and_gradient_closed_form(alpha):
+def test_loss_matches_textbook_form_and_gradient_closed_form(table):
   p = _p(Z)
-  np.testing.assert_allclose(A.alpha_loss(Z, alpha),
-                             (p**alpha - alpha * p + alpha - 1) / (alpha * (alpha - 1)),
-                             atol=2e-6, rtol=1e-4)
-  # dL/dz = (p^a - p)(1 - p) / (a - 1) = -(1 - p) w_a(p), w_a = (p^a - p) / (1 - a) >= 0
-  g = _grad(A.alpha_loss, Z, alpha)
-  closed = (p**alpha - p) * (1 - p) / (alpha - 1)
-  np.testing.assert_allclose(g, closed, atol=2e-6, rtol=1e-4)
-  assert np.all(np.asarray(g) < 0)  # descent raises z: the policy moves toward x_w
+  for alpha in ALPHAS:
+    np.testing.assert_allclose(table["loss"](alpha),
+                               (p**alpha - alpha * p + alpha - 1) / (alpha * (alpha - 1)),
+                               atol=2e-6, rtol=1e-4)
+    # dL/dz = (p^a - p)(1 - p) / (a - 1) = -(1 - p) w_a(p), w_a = (p^a - p) / (1 - a) >= 0
+    closed = (p**alpha - p) * (1 - p) / (alpha - 1)
+    np.testing.assert_allclose(table["grad"](alpha), closed, atol=2e-6, rtol=1e-4)
+    assert np.all(table["grad"](alpha) < 0)  # descent raises z: the policy moves toward x_w
+  np.testing.assert_allclose(table["logistic_grad"], -(1 - p), atol=1e-6)
 
 
-def test_robust_weighting_vanishes_for_confident_disagreement():
+def test_robust_weighting_vanishes_for_confident_disagreement(table):
   # relative to the logistic gradient -(1 - p), alpha-DPO weighs a pair by w_a(p) -> 0 as p -> 0
-  z = jnp.array([-12.0, -6.0, 0.0])
-  ratio = _grad(A.alpha_loss, z, 0.5) / _grad(A.logistic_loss, z)
-  p = _p(z)
+  i = ALPHAS.index(0.5)
+  ratio = table["huge_grad"][i, 3:6] / table["logistic_huge_grad"][3:6]  # z = -12, -6, 0
+  p = _p(HUGE[3:6])
   np.testing.assert_allclose(ratio, (np.sqrt(p) - p) / 0.5, rtol=1e-3)
   assert ratio[0] < 0.01 < ratio[2]
-  # the loss itself is bounded by 1 / alpha, the logistic loss is not
-  assert float(A.alpha_loss(-200.0, 0.5)) == pytest.approx(2.0)
-  assert float(A.logistic_loss(-200.0)) == pytest.approx(200.0)
+  # the loss itself is bounded by 1 / alpha, the logistic loss is not (z = -200)
+  assert table["huge_loss"][i, 1] == pytest.approx(2.0)
+  assert table["logistic_huge"][1] == pytest.approx(200.0)
 
 
-def test_finite_for_huge_logits():
-  z = jnp.array([-5000.0, -80.0, 80.0, 5000.0])
-  for a in (0.05, 0.5, 1.0, 0.9999, 4.0):
-    assert np.all(np.isfinite(A.alpha_loss(z, a)))
-    assert np.all(np.isfinite(_grad(A.alpha_loss, z, a)))
+def test_finite_for_huge_logits(table):
+  assert np.all(np.isfinite(table["huge_loss"])) and np.all(np.isfinite(table["huge_grad"]))
 
 
-def test_alpha_to_one_limit():
+def test_alpha_to_one_limit(table):
   # L_1 = 1 - p + p log p; its gradient is the logistic one times p log(1/p)
   p = _p(Z)
-  np.testing.assert_allclose(A.alpha_loss(Z, 1.0), 1 - p + p * np.log(p), atol=1e-6)
-  g1 = _grad(A.alpha_loss, Z, 1.0)
-  np.testing.assert_allclose(g1, _grad(A.logistic_loss, Z) * (-p * np.log(p)), atol=1e-6)
+  np.testing.assert_allclose(table["loss"](1.0), 1 - p + p * np.log(p), atol=1e-6)
+  g1 = table["grad"](1.0)
+  np.testing.assert_allclose(g1, table["logistic_grad"] * (-p * np.log(p)), atol=1e-6)
   for a in (1 - 1e-3, 1 + 1e-3, 1 - 1e-5):  # continuous through alpha = 1: O(|a - 1|) apart
-    np.testing.assert_allclose(_grad(A.alpha_loss, Z, a), g1, rtol=10 * abs(a - 1) + 1e-5,
-                               atol=1e-7)
+    np.testing.assert_allclose(table["grad"](a), g1, rtol=10 * abs(a - 1) + 1e-5, atol=1e-7)
 
 
-def test_alpha_to_zero_limit():
+def test_alpha_to_zero_limit(table):
   # L_0 = -log p + p - 1 = Diffusion-DPO + (p - 1); gradient = logistic gradient * (1 - p)
-  p, a = _p(Z), 1e-4
-  np.testing.assert_allclose(A.alpha_loss(Z, a), -np.log(p) + p - 1, rtol=2e-3, atol=1e-3)
-  np.testing.assert_allclose(_grad(A.alpha_loss, Z, a), _grad(A.logistic_loss, Z) * (1 - p),
-                             atol=2e-3)
+  p = _p(Z)
+  np.testing.assert_allclose(table["loss"](1e-4), -np.log(p) + p - 1, rtol=2e-3, atol=1e-3)
+  np.testing.assert_allclose(table["grad"](1e-4), table["logistic_grad"] * (1 - p), atol=2e-3)
 
 
 @pytest.fixture(scope="module")
@@ -131,17 +146,6 @@ def test_gradients_at_the_reference_are_parallel(tiny):
     np.testing.assert_allclose(g_alpha, (2**-a - 0.5) / (1 - a) * g_dpo, rtol=1e-3, atol=1e-7)
 
 
-def test_pair_errors_share_t_and_noise(tiny):
-  schedule, net, x_w, _ = tiny
-  t, noise = A.sample_pair_noise(jax.random.key(2), schedule, 8, 2)
-  assert t.shape == (8,) and noise.shape == (8, 2)
-  assert int(t.min()) >= 0 and int(t.max()) < schedule.num_steps
-  e_w, e_l = jax.jit(A.pair_errors)(net, schedule, x_w[:8], x_w[:8], t, noise)
-  np.testing.assert_array_equal(e_w, e_l)  # same sample twice => the same error
-  with pytest.raises(ValueError, match="x_w and x_l"):
-    A.pair_errors(net, schedule, x_w[:8], x_w[:7], t, noise)
-
-
 def test_dynamic_alpha_schedule_and_stop_gradient():
   z = jnp.array([-1.0, 0.5, 2.0])
   mean_p = float(np.mean(_p(z)))
@@ -152,7 +156,8 @@ def test_dynamic_alpha_schedule_and_stop_gradient():
   # the schedule passes no gradient: same as holding alpha fixed at its value
   loss_dyn = lambda z: jnp.sum(A.alpha_loss(z, A.dynamic_alpha(z, 0.9999, 5, 0)))
   loss_fix = lambda z: jnp.sum(A.alpha_loss(z, 0.9999 * mean_p))
-  np.testing.assert_allclose(jax.grad(loss_dyn)(z), jax.grad(loss_fix)(z), rtol=1e-5)
+  g_dyn, g_fix = jax.jit(lambda z: (jax.grad(loss_dyn)(z), jax.grad(loss_fix)(z)))(z)
+  np.testing.assert_allclose(g_dyn, g_fix, rtol=1e-5)
   with pytest.raises(ValueError, match="warmup_steps"):
     A.dynamic_alpha(z, 0.9, 0, -1)
 
@@ -162,7 +167,7 @@ def test_reference_errors_get_no_gradient():
           jnp.array([0.3, 0.2])]
   for f in (lambda *e: A.diffusion_dpo_loss(*e, beta=2.0)[0],
             lambda *e: A.alpha_dpo_loss(*e, beta=2.0, alpha=0.5)[0]):
-    g = jax.grad(f, argnums=(0, 1, 2, 3))(*errs)
+    g = jax.jit(jax.grad(f, argnums=(0, 1, 2, 3)))(*errs)
     assert float(jnp.abs(g[0]).sum()) > 0 and float(jnp.abs(g[1]).sum()) > 0
     assert float(jnp.abs(g[2]).sum()) == 0 and float(jnp.abs(g[3]).sum()) == 0
 
@@ -210,7 +215,7 @@ def test_finetune_all_losses_in_one_vmap(tiny):
   assert float(jnp.linalg.norm(moved - ravel_pytree(net.params)[0])) > 1e-2
 
 
-def test_preference_loss_selects_the_standalone_losses(tiny):
+def test_pair_errors_and_preference_loss_selecting_the_standalone_losses(tiny):
   schedule, net, x_w, x_l = tiny
   params = jax.tree.map(lambda a: a * 1.1, net.params)
   key = jax.random.key(4)
@@ -218,10 +223,15 @@ def test_preference_loss_selects_the_standalone_losses(tiny):
   @jax.jit
   def errors():  # the same t and noise preference_loss draws from `key`
     t, noise = A.sample_pair_noise(key, schedule, 32, 2)
-    return (*A.pair_errors(net, schedule, x_w[:32], x_l[:32], t, noise, params),
-            *A.pair_errors(net, schedule, x_w[:32], x_l[:32], t, noise, net.params))
+    same = A.pair_errors(net, schedule, x_w[:32], x_w[:32], t, noise, params)
+    return t, same, (*A.pair_errors(net, schedule, x_w[:32], x_l[:32], t, noise, params),
+                     *A.pair_errors(net, schedule, x_w[:32], x_l[:32], t, noise, net.params))
 
-  errs = errors()
+  t, same, errs = errors()
+  assert t.shape == (32,) and int(t.min()) >= 0 and int(t.max()) < schedule.num_steps
+  np.testing.assert_array_equal(*same)  # one t and noise per pair: same sample, same error
+  with pytest.raises(ValueError, match="x_w and x_l"):
+    A.pair_errors(net, schedule, x_w[:8], x_w[:7], t[:8], jnp.zeros((8, 2)))
   run = jax.jit(lambda loss: A.preference_loss(params, net.params, net, schedule, x_w[:32],
                                                x_l[:32], key, jnp.int32(0), loss)[0])
   assert float(run(A.loss_params("dpo", beta=3.0))) == pytest.approx(
