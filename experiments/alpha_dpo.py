@@ -277,7 +277,7 @@ def run_task(task: Task, tc: dict, seeds: int, flips: tuple[float, ...], bar) ->
     for b, beta in enumerate(betas):
       for j, f in enumerate(flips):
         samples.append({"method": method, "beta": beta, "flip": f,
-                        "samples_seed0": ys[i, b, 0, j].tolist()})
+                        "samples_seed0": np.round(ys[i, b, 0, j], 3).tolist()})
         for s in range(seeds):
           at = (i, b, s, j)
           rows.append({
@@ -294,7 +294,7 @@ def run_task(task: Task, tc: dict, seeds: int, flips: tuple[float, ...], bar) ->
   return {"rows": rows, "samples": samples, "betas": list(betas),
           "reference": {"reward": np.asarray(ref_stats["reward"]).tolist(),
                         "off_manifold": np.asarray(ref_stats["off_manifold"]).tolist(),
-                        "samples_seed0": np.asarray(ref_x[0, :keep]).tolist()},
+                        "samples_seed0": np.round(np.asarray(ref_x[0, :keep]), 3).tolist()},
           "pretrain_loss_final": np.asarray(pre_losses[:, -100:].mean(1)).tolist(),
           "pair_reward_gap": float(jnp.mean(task.reward(flat_w) - task.reward(flat_l)))}
 
