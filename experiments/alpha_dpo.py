@@ -198,8 +198,8 @@ def label_pairs(task: Task, x: jax.Array, key: jax.Array,
   return jnp.stack(ws), jnp.stack(ls)
 
 
-def _new_params(seed: int, dim: int, hidden: tuple[int, ...]):
-  return nnx.split(ddpm.EpsMLP(dim, hidden, rngs=nnx.Rngs(seed)))
+def _new_params(seed: jax.Array, dim: int, hidden: tuple[int, ...]):
+  return nnx.split(ddpm.EpsMLP(dim, hidden, rngs=nnx.Rngs(jax.random.key(seed))))[1]
 
 
 def method_losses(betas: tuple[float, ...]) -> LossParams:
@@ -216,10 +216,10 @@ def run_task(task: Task, tc: dict, seeds: int, flips: tuple[float, ...], bar) ->
   loss choice is data, see :class:`~jaxlab.preference.alpha_dpo.LossParams`).
   """
   schedule = ddpm.make_schedule(tc["num_steps"], "cosine")
-  graphdef, _ = _new_params(0, task.dim, tc["hidden"])
-  init = jax.tree.map(lambda *p: jnp.stack(p),
-                      *[_new_params(s, task.dim, tc["hidden"])[1] for s in range(seeds)])
-  net = Net(graphdef=graphdef, params=init)
+  # the graph from an abstract module; each seed's parameters are initialized in `prepare`
+  graphdef = nnx.split(nnx.eval_shape(lambda: ddpm.EpsMLP(task.dim, tc["hidden"],
+                                                          rngs=nnx.Rngs(0))))[0]
+  net = Net(graphdef=graphdef, params=None)
   keys = jax.vmap(lambda s: jax.random.split(jax.random.key(s), 6))(jnp.arange(seeds))
   k_data, k_fit, k_pairs, k_flip, k_tune, k_eval = (keys[:, i] for i in range(6))
   if task.dataset is None:
@@ -231,7 +231,8 @@ def run_task(task: Task, tc: dict, seeds: int, flips: tuple[float, ...], bar) ->
   # 1-2. pretrain each seed's DDPM, sample pairs and reference samples, label the pairs
   @jax.jit
   @jax.vmap
-  def prepare(k_fit, k_pairs, k_flip, params, data):
+  def prepare(seed, k_fit, k_pairs, k_flip, data):
+    params = _new_params(seed, task.dim, tc["hidden"])
     ref, losses = ddpm.fit(k_fit, net.replace(params=params), schedule, data,
                            steps=tc["pretrain_steps"], batch_size=tc["pretrain_batch"],
                            learning_rate=tc["pretrain_lr"])
@@ -239,8 +240,8 @@ def run_task(task: Task, tc: dict, seeds: int, flips: tuple[float, ...], bar) ->
     x_w, x_l = label_pairs(task, x[:2 * n_pairs], k_flip, flips)
     return ref.params, losses, x[2 * n_pairs:], sample_stats(task, x[2 * n_pairs:]), x_w, x_l
 
-  ref_params, pre_losses, ref_x, ref_stats, x_w, x_l = prepare(k_fit, k_pairs, k_flip,
-                                                               net.params, data)
+  ref_params, pre_losses, ref_x, ref_stats, x_w, x_l = prepare(jnp.arange(seeds), k_fit,
+                                                               k_pairs, k_flip, data)
   bar.update()
 
   # 3-4. fine-tune every (method, beta, seed, flip) at once; evaluate the snapshots
@@ -480,7 +481,7 @@ def _plot_digit_samples(res: dict, flips: tuple[float, ...], out: str, per_row: 
 def main(argv=None) -> dict:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--quick", action="store_true",
-                      help="2-D mixture only, 3 seeds, 2 betas: about 5 min on 2 cores")
+                      help="2-D mixture only, 3 seeds, 2 betas: 2-4 min on 2 cores")
   parser.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)  # tests only
   parser.add_argument("--out", default="results/alpha_dpo")
   parser.add_argument("--seeds", type=int, default=None, help="seeds (each pretrains its own)")
