@@ -1,11 +1,14 @@
-"""Small models reusable across experiments: a tiny causal transformer LM and synthetic text.
+"""Small models reusable across experiments.
 
 Modules: :mod:`~jaxlab.models.transformer` (flax nnx decoder LM and its loss),
 :mod:`~jaxlab.models.markov_text` (documents from random sparse Markov chains,
-generated offline from a key).
+generated offline from a key), :mod:`~jaxlab.models.ddpm` (a small DDPM:
+noise schedules, forward noising, an MLP noise predictor, a scanned fit and an
+ancestral sampler).
 """
 
-from jaxlab.models import markov_text, transformer
+from jaxlab.models import ddpm, markov_text, transformer
 from jaxlab.models.transformer import Transformer, TransformerConfig, next_token_loss
 
-__all__ = ["Transformer", "TransformerConfig", "markov_text", "next_token_loss", "transformer"]
+__all__ = ["Transformer", "TransformerConfig", "ddpm", "markov_text", "next_token_loss",
+           "transformer"]
