@@ -1,12 +1,15 @@
-"""Helpers every experiment script shares: scale selection and writing results."""
+"""Helpers every experiment script shares: scale selection, writing results, the
+report rows ``run_all`` collects, and sharding seeds over devices."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
+from typing import NamedTuple
 
 import jax
+import numpy as np
 
 
 def scale_config(args: argparse.Namespace, configs: dict[str, dict]) -> tuple[str, dict]:
@@ -34,3 +37,54 @@ def write_results(out: str, name: str, result: dict, table: str, note: str = "")
             + (note + "\n\n" if note else "") + table + "\n")
   print(table)
   print(f"\nwall time {result['wall_time_s']:.1f} s; results in {out}")
+
+
+class Claim(NamedTuple):
+  """One row of ``run_all``'s report: a paper's claim and what we measured of it.
+
+  ``held`` is computed from the measured numbers (``True`` / ``False``), or ``None``
+  where this scale cannot test the claim.
+  """
+
+  claim: str  # the paper's claim in one sentence
+  measured: str  # our numbers, with their spread across seeds
+  held: bool | None
+
+
+class Ratio(NamedTuple):
+  """One benchmark ratio for ``run_all``'s report: ours vs the anchor, same run."""
+
+  name: str  # what is compared, e.g. "quantized_adam step vs optax.adam"
+  ratio: float  # ours / anchor (time ratio: > 1 means slower than the anchor)
+  note: str = ""
+
+
+def seed_mesh(axis: str = "seeds") -> jax.sharding.Mesh:
+  """A 1-D mesh over every device (all hosts after ``jax.distributed.initialize()``)."""
+  return jax.sharding.Mesh(np.asarray(jax.devices()), (axis,))
+
+
+def shard_seeds(tree, axis: str = "seeds"):
+  """Places the leading (seed or batch) axis of each array leaf across all devices.
+
+  The computation that consumes the result (a jitted, vmapped-over-seeds function)
+  is then partitioned by XLA so each device runs its share of the seeds. Leaves
+  whose leading size does not divide by the device count, and scalars, are
+  replicated instead (correct, just not parallel: pick seeds as a multiple of the
+  device count). On one device this is a plain placement and changes nothing.
+
+  Multi-host: call ``jax.distributed.initialize()`` first; every process must pass
+  the same values (our experiments derive everything from the seed, so they do).
+  """
+  mesh = seed_mesh(axis)
+  n = mesh.size
+  split = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(axis))
+  replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+
+  def place(x):
+    if not hasattr(x, "shape"):
+      return x
+    even = x.ndim >= 1 and x.shape[0] % n == 0
+    return jax.device_put(x, split if even else replicated)
+
+  return jax.tree.map(place, tree)
