@@ -36,8 +36,10 @@ Tasks:
     percentile of real-digit nearest-neighbour distances. Modes: the probe's class.
 
 The paper's claim checked: alpha-DPO loses less reward than Diffusion-DPO as the flip
-rate grows. Every (method, beta, seed, flip) run of a task is one ``jax.vmap`` lane of
-one compiled program. Writes ``results.json``, ``summary.md``, ``reward_vs_flip.png``,
+rate grows (:func:`claims`). Every (method, beta, seed, flip) run of a task is one
+``jax.vmap`` lane of one compiled program; its inputs (and the seeds of the pretraining
+program) are placed with ``shard_seeds``, so a multi-device host splits the lanes over
+its devices. Writes ``results.json``, ``summary.md``, ``reward_vs_flip.png``,
 ``reward_vs_step.png``, ``samples_mixture.png`` (and ``samples_digits.png``) under
 ``--out``.
 """
@@ -57,7 +59,7 @@ import numpy as np
 from flax import nnx
 from tqdm.auto import tqdm
 
-from experiments.common import machine, scale_config, write_results
+from experiments.common import Claim, machine, scale_config, shard_seeds, write_results
 from jaxlab.models import ddpm
 from jaxlab.preference import alpha_dpo
 from jaxlab.preference.alpha_dpo import LossParams
@@ -240,8 +242,8 @@ def run_task(task: Task, tc: dict, seeds: int, flips: tuple[float, ...], bar) ->
     x_w, x_l = label_pairs(task, x[:2 * n_pairs], k_flip, flips)
     return ref.params, losses, x[2 * n_pairs:], sample_stats(task, x[2 * n_pairs:]), x_w, x_l
 
-  ref_params, pre_losses, ref_x, ref_stats, x_w, x_l = prepare(jnp.arange(seeds), k_fit,
-                                                               k_pairs, k_flip, data)
+  ref_params, pre_losses, ref_x, ref_stats, x_w, x_l = prepare(
+      *shard_seeds((jnp.arange(seeds), k_fit, k_pairs, k_flip, data)))
   bar.update()
 
   # 3-4. fine-tune every (method, beta, seed, flip) at once; evaluate the snapshots
@@ -263,10 +265,10 @@ def run_task(task: Task, tc: dict, seeds: int, flips: tuple[float, ...], bar) ->
   shape = (len(METHODS) * len(betas), seeds, len(flips))
   li, si, fi = (jnp.asarray(a.ravel()) for a in np.indices(shape))
   # one flat vmap over runs: simpler (faster-compiling) HLO than nested vmaps
-  flat = jax.jit(jax.vmap(tune_and_eval))(
+  flat = jax.jit(jax.vmap(tune_and_eval))(*shard_seeds((
       jax.tree.map(lambda a: a[li], method_losses(betas)), k_tune[si], k_eval[si],
       jax.tree.map(lambda a: a[si], ref_params), x_w[si, fi], x_l[si, fi],
-      ref_stats["hist"][si])
+      ref_stats["hist"][si])))
   metrics, stats, ys = jax.tree.map(
       lambda a: np.asarray(a).reshape(len(METHODS), len(betas), *shape[1:], *a.shape[1:]),
       flat)
@@ -386,6 +388,34 @@ def claim_verdicts(res: dict, flips: tuple[float, ...]) -> list[dict]:
                   "verdict": "holds" if less == len(diff) else "does not hold" if less == 0
                   else "inconclusive"})
   return out
+
+
+def claims(result: dict) -> list[Claim]:
+  """The paper's claim per task and alpha-DPO variant, from :func:`claim_verdicts`.
+
+  Claim: alpha-DPO loses less reward than Diffusion-DPO as the flip rate grows. At each
+  beta, each seed's reward drop from the lowest to the highest flip rate is paired with
+  Diffusion-DPO's in the same seed (same pretrained model and pairs). Criterion: ``held``
+  is True if alpha-DPO lost less in every seed at every beta, False if at some beta it
+  lost more in every seed, else None (the seeds disagree and no beta contradicts it).
+  """
+  flips = tuple(result["config"]["flips"])
+  rows = []
+  for name, res in result["tasks"].items():
+    verdicts = res.get("claim") or claim_verdicts(res, flips)
+    for method in dict.fromkeys(v["method"] for v in verdicts):
+      vs = [v for v in verdicts if v["method"] == method]
+      kinds = {v["verdict"] for v in vs}
+      held = True if kinds == {"holds"} else False if "does not hold" in kinds else None
+      measured = "; ".join(
+          f"beta {v['beta']:g}: {v['drop_alpha']:.3f} vs {v['drop_dpo']:.3f} (paired "
+          f"{v['diff_mean']:+.3f} ± {v['diff_std']:.3f}, lost less in {v['seeds_less']}/"
+          f"{v['seeds']} seeds)" for v in vs)
+      rows.append(Claim(
+          f"{method} loses less reward than Diffusion-DPO as flipped labels grow from "
+          f"{flips[0]:.0%} to {flips[-1]:.0%} ({name})",
+          f"reward drop, {method} vs Diffusion-DPO: {measured}", held))
+  return rows
 
 
 def plot(results: dict, flips: tuple[float, ...], out: str) -> list[str]:
