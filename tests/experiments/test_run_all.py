@@ -1,0 +1,63 @@
+"""run_all at its smallest setting: subprocess per experiment, claims, ratios, REPORT.md."""
+
+import json
+
+import pytest
+
+from experiments import run_all
+
+
+def _table(text: str) -> dict[str, list[str]]:
+  """The summary table of REPORT.md as {method: cells}."""
+  head = text.split("\n## ")[0]
+  rows = [line for line in head.splitlines() if line.startswith("| ")][1:]
+  return {cells[0]: cells[1:] for cells in
+          ([c.strip() for c in row.strip("|").split("|")] for row in rows)}
+
+
+def test_run_all_smoke_reports_each_experiment_and_survives_a_failure(tmp_path, monkeypatch):
+  broken = run_all.Entry("Broken method", "does_not_exist", "nowhere")
+  monkeypatch.setattr(run_all, "ENTRIES", [broken, *run_all.ENTRIES])
+  report = run_all.main(["--smoke", "--only", "does_not_exist", "fractal_gd", "ttm",
+                         "--out", str(tmp_path)])
+  text = (tmp_path / "REPORT.md").read_text()
+  table = _table(text)
+  assert list(table) == ["Broken method", "Fractal convergence of GD", "Test-Time Matching"]
+  assert table["Broken method"][0].startswith("failed")
+  for name in ("Fractal convergence of GD", "Test-Time Matching"):
+    status, wall, held, _ = table[name]
+    assert status == "ok" and wall.endswith(" s")
+    passed, total = (int(x) for x in held.split(" / "))  # claims computed from the results
+    assert 0 <= passed <= total and total >= 1
+  assert "ModuleNotFoundError" in text  # the failure's log tail is in the report
+  fractal = next(r for r in report["entries"] if r["experiment"]["module"] == "fractal_gd")
+  assert fractal["bench"]["status"] == "ok" and fractal["ratios"]  # benchmark ratios read
+  assert all(x["ratio"] > 0 for x in fractal["ratios"])
+  assert any(f.endswith(".png") for f in fractal["figures"])
+  assert json.loads((tmp_path / "report.json").read_text())["scale"] == "smoke"
+  assert "jax" in report["machine"] and report["machine"]["cpus"] >= 1
+
+
+def test_format_report_marks_verdicts_and_failures():
+  report = {"scale": "quick", "argv": ["--quick"], "date": "today", "wall_time_s": 12.0,
+            "machine": {"backend": "cpu"}, "entries": [
+                {"name": "A", "paper": "p", "figures": ["a/x.png"], "claims_error": None,
+                 "experiment": {"command": "experiments.a --quick", "status": "ok",
+                                "wall_time_s": 5.0, "log": "a/log.txt"},
+                 "claims": [{"claim": "x | y", "measured": "1 ± 0", "held": True},
+                            {"claim": "z", "measured": "2", "held": False},
+                            {"claim": "w", "measured": "-", "held": None}]},
+                {"name": "B", "paper": "q", "figures": [], "claims": [], "claims_error": None,
+                 "experiment": {"command": "experiments.b", "status": "timed out after 9 s",
+                                "wall_time_s": 9.0, "log": "b/log.txt", "error_tail": "boom"}}]}
+  text = run_all.format_report(report)
+  table = _table(text)
+  assert table["A"][:3] == ["ok", "5 s", "1 / 2"]
+  assert table["B"][:3] == ["timed out after 9 s", "9 s", "-"]
+  assert "x \\| y" in text and "**no**" in text and "![x.png](a/x.png)" in text
+  assert "boom" in text
+
+
+def test_bad_timeout_raises_before_running(tmp_path):
+  with pytest.raises(ValueError, match="--timeout"):
+    run_all.main(["--smoke", "--timeout", "0", "--out", str(tmp_path)])
