@@ -29,7 +29,11 @@ document chain mixed with one shared chain) with ``optax.adamw``.
    over seeds, and the paired gain ``end - placement`` per seed (positive: the
    placement beats the end).
 
-Writes ``results.json``, ``summary.md``, ``trec_curves.png``, ``curriculum.png``.
+Every (schedule, decay) or (slice, placement) run of a seed is one ``jax.vmap`` lane
+of one compiled program; the lanes' inputs are placed with ``shard_seeds``, so a
+multi-device host splits them over its devices (seeds run one after another).
+:func:`claims` gives the report rows. Writes ``results.json``, ``summary.md``,
+``trec_curves.png``, ``curriculum.png``.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ import numpy as np
 from scipy import stats
 from tqdm.auto import tqdm
 
-from experiments.common import machine, scale_config, write_results
+from experiments.common import Claim, machine, scale_config, shard_seeds, write_results
 from jaxlab import trec
 from jaxlab.models import markov_text as mt
 from jaxlab.models import transformer as tfm
@@ -261,6 +265,63 @@ def format_tables(analysis: dict, curriculum: list[dict]) -> str:
   return "\n".join(lines)
 
 
+STRONG_DECAY = 0.1  # tau / T at or below which weight decay dominates forgetting (README)
+MIN_CORRELATION = 0.5  # smoothed Pearson r the EMA prediction must reach to count as the shape
+
+
+def claims(result: dict) -> list[Claim]:
+  """The paper's two claims as report rows, from a ``results.json`` dict of any scale.
+
+  1. The TREC's shape is predicted in advance by AdamW's EMA coefficients: one row for
+     strong weight decay (``tau <= 0.1 T``) and one for weaker decay. Criterion: the
+     smoothed Pearson r between the measured (seed-mean) TREC and the EMA prediction is
+     above 0.5 for every schedule in the group (None if the scale has no such ``tau``).
+  2. High-quality data placed at the predicted TREC minimum beats placing it at the end:
+     one row per slice length. Criterion: the held-out high-quality loss is lower at the
+     EMA-predicted window than at the end in every seed (paired; ``gain_vs_end`` > 0 for
+     its worst seed).
+  """
+  configs = result["trec"]["configs"]
+  n_trec = result["config"]["trec_seeds"]
+  rows = []
+  for strong in (True, False):
+    group = [r for r in configs if (r["tau_frac"] <= STRONG_DECAY) == strong]
+    taus = sorted({r["tau_frac"] for r in group})
+    what = (f"strong weight decay (tau <= {STRONG_DECAY:g} T)" if strong
+            else f"weaker weight decay (tau > {STRONG_DECAY:g} T)")
+    claim = (f"With {what}, the TREC's shape is predicted in advance by AdamW's EMA "
+             "coefficients (constant, cosine and WSD schedules)")
+    if not group:
+      rows.append(Claim(claim, "no such tau at this scale", None))
+      continue
+    r_ema = [r["corr"]["ema"]["pearson_smoothed"] for r in group]
+    r_cal = [r["corr"]["calibrated"]["pearson_smoothed"] for r in group]
+    cells = ", ".join(f"{r['schedule']} {r['tau_frac']:g}T {v:.2f}"
+                      for r, v in zip(group, r_ema, strict=True))
+    measured = (f"smoothed r, measured vs EMA: {cells} (range {min(r_ema):.2f} to "
+                f"{max(r_ema):.2f}; calibrated forgetting, our extension: {min(r_cal):.2f} to "
+                f"{max(r_cal):.2f}); tau/T in {taus}; TREC mean over {n_trec} seed(s)")
+    rows.append(Claim(claim, measured, all(v > MIN_CORRELATION for v in r_ema)))
+  seeds = result["config"]["seeds"]
+  for frac in dict.fromkeys(r["slice_frac"] for r in result["curriculum"]):
+    arms = {r["arm"]: r for r in result["curriculum"] if r["slice_frac"] == frac}
+    claim = (f"A high-quality slice of {frac:.0%} of training placed at the predicted TREC "
+             "minimum gives a lower loss on that domain than the same slice at the end")
+    if not {"predicted_ema", "end"} <= arms.keys():
+      rows.append(Claim(claim, "no EMA-minimum or end placement at this scale", None))
+      continue
+    ema, end = arms["predicted_ema"], arms["end"]
+    g, h, e = ema["gain_vs_end"], ema["hq_loss"], end["hq_loss"]
+    measured = (f"HQ loss {h['mean']:.3f} ± {h['std']:.3f} at the EMA minimum "
+                f"({ema['start_frac']:.2f} T) vs {e['mean']:.3f} ± {e['std']:.3f} at the end; "
+                f"paired gain {g['mean']:+.3f} ± {g['std']:.3f} (worst seed {g['min']:+.3f})")
+    if "predicted_calibrated" in arms:
+      c = arms["predicted_calibrated"]["gain_vs_end"]
+      measured += f"; calibrated window (our extension) {c['mean']:+.3f} ± {c['std']:.3f}"
+    rows.append(Claim(claim, f"{measured} ({seeds} seeds)", bool(g["min"] > 0)))
+  return rows
+
+
 def plot_trec(cfg: dict, analysis: dict, out: str) -> str:
   rows = analysis["configs"]
   taus = sorted({r["tau_frac"] for r in rows})
@@ -350,7 +411,7 @@ def trec_phase(cfg: dict, items: tuple, confs: list[tuple[str, float]], bar: tqd
   no_slice = jnp.zeros(len(confs), jnp.int32)
   curves, losses = [], []
   for seed in range(cfg["trec_seeds"]):
-    out = runs(jax.random.key(seed), lrs, wds, no_slice, no_slice, items)
+    out = runs(jax.random.key(seed), *shard_seeds((lrs, wds, no_slice, no_slice)), items)
     curves.append(np.asarray(out["trec"]))
     losses.append(np.asarray(out["train_loss"]))
     bar.update()
@@ -366,10 +427,10 @@ def curriculum_phase(cfg: dict, items: tuple, phi: float, bar: tqdm) -> tuple[di
   lengths = jnp.array([_slice_steps(cfg, f) for f, arms in windows.items() for _ in arms])
   arm_lrs = jnp.broadcast_to(lrs, (len(starts), cfg["steps"]))
   arm_wds = jnp.full((len(starts),), wd, jnp.float32)  # not weakly typed: same program
+  lanes = shard_seeds((arm_lrs, arm_wds, starts, lengths))
   results, example_trecs = [], None
   for seed in range(cfg["seeds"]):
-    out = jax.device_get(runs(jax.random.key(1000 + seed), arm_lrs, arm_wds, starts, lengths,
-                              items))
+    out = jax.device_get(runs(jax.random.key(1000 + seed), *lanes, items))
     if seed == 0:  # TRECs of the first seed's curriculum runs, for the figure
       example_trecs = by_placement(out["trec"], windows)
     results.append(by_placement([{"hq": float(h), "general": float(g)}
