@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import time
 
@@ -27,6 +28,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from experiments.common import Ratio
 from jaxlab.optim import quantized_adam
 from jaxlab.optim.problems import mlp_functional
 from jaxlab.quant import FloatFormat
@@ -129,6 +131,25 @@ def main(argv=None) -> dict:
   with open(os.path.join(args.out, "results.json"), "w") as f:
     json.dump(result, f, indent=1)
   return result
+
+
+def ratios(result: dict) -> list[Ratio]:
+  """Each configuration's optimizer-step time over ``optax.adam``'s, same run.
+
+  One row per configuration (the anchor itself omitted); the note gives the
+  whole-training-step ratio and the optimizer-state bytes ratio (the Pallas rows,
+  on GPU/TPU only, have no training step).
+  """
+  out = []
+  for name, r in result["rows"].items():
+    if name == "optax.adam":
+      continue
+    train = r.get("train_step_ratio")
+    train = "n/a" if train is None or not math.isfinite(train) else f"{train:.2f}x"
+    out.append(Ratio(f"{name}: optimizer step vs optax.adam", float(r["opt_step_ratio"]),
+                     f"whole training step {train}; state bytes "
+                     f"{r['state_bytes_ratio']:.3f}x"))
+  return out
 
 
 def _bench_kernel(params, grads, repeats, inner) -> dict:

@@ -2,11 +2,22 @@
 
 import json
 import os
+import pathlib
 
 import numpy as np
 import pytest
 
-from experiments import quant_optim
+from experiments import bench_quant_optim, quant_optim
+from experiments.common import Claim, Ratio
+
+ROOT = pathlib.Path(__file__).parents[2]
+
+
+def _check_claims(rows):
+  assert 1 <= len(rows) <= 4
+  for row in rows:
+    assert isinstance(row, Claim) and row.claim and row.measured
+    assert row.held is None or isinstance(row.held, bool)
 
 
 def test_smoke_run_writes_results_figures_and_table(tmp_path, capsys):
@@ -25,6 +36,29 @@ def test_smoke_run_writes_results_figures_and_table(tmp_path, capsys):
   fp32 = np.median(res["ablation"]["final_loss"]["adam/fp32"])
   assert ablation[0, 1].mean() > 1.3 * fp32
   assert np.allclose(ablation[-1, 0], fp32, rtol=0.05)  # G at M = 7 ~ fp32
+  _check_claims(quant_optim.claims(saved))  # the report rows work at the smoke scale too
+
+
+def test_claims_on_the_recorded_full_run():
+  result = json.loads((ROOT / "docs/results/quant_optim/results.json").read_text())
+  rows = quant_optim.claims(result)
+  _check_claims(rows)
+  # The README's verdicts for this run: M* grows with log T (Adam) yes; W and V the most
+  # sensitive: V not reproduced; beta2 -> 1 hurts quantized V: no; Muon tolerates
+  # coarser quantization than Adam: yes.
+  assert [r.held for r in rows] == [True, False, False, True]
+  assert "W 115" in rows[1].measured and "5/5 seeds" in rows[3].measured
+
+
+def test_ratios_on_the_recorded_bench():
+  result = json.loads((ROOT / "docs/results/bench_quant_optim/results.json").read_text())
+  rows = bench_quant_optim.ratios(result)
+  assert len(rows) == len(result["rows"]) - 1  # every configuration but the anchor
+  for row in rows:
+    assert isinstance(row, Ratio) and row.name and row.ratio > 0 and row.note
+  by_name = {r.name.split(":")[0]: r for r in rows}
+  assert by_name["storage int8"].ratio == pytest.approx(3.432, abs=1e-3)
+  assert "state bytes 0.254x" in by_name["storage int8"].note
 
 
 def test_bad_flags():
