@@ -21,6 +21,7 @@ import time
 import jax
 import numpy as np
 
+from experiments.common import Ratio
 from jaxlab import matching as M
 from jaxlab.matching.instances import uniform
 
@@ -49,6 +50,28 @@ def bench(n: int, seed: int, numpy_anchor: bool) -> dict:
     M.incremental_exact_numpy(requests, servers)
     row["numpy_exact_s"] = time.perf_counter() - start
   return row
+
+
+def ratios(result: dict) -> list[Ratio]:
+  """Time ratios of ``exact`` (all n insertions) to its anchors, per n, same run.
+
+  ``exact`` vs the same step in plain numpy (run for n <= 2,000 only) and vs one
+  scipy solve of the final problem; ``push_relabel`` vs ``exact``, with both
+  costs / OPT in the note.
+  """
+  out = []
+  for r in result["rows"]:
+    n = r["n"]
+    if r.get("numpy_exact_s"):
+      out.append(Ratio(f"exact vs the same step in numpy, n = {n}",
+                       r["exact_s"] / r["numpy_exact_s"], "all n insertions; target: <= 1"))
+    out.append(Ratio(f"exact (all n insertions) vs one scipy solve, n = {n}",
+                     r["exact_s"] / r["scipy_one_solve_s"],
+                     "target: < 1 at n = 10,000" if n >= 10000 else ""))
+    out.append(Ratio(f"push_relabel vs exact, n = {n}", r["push_relabel_s"] / r["exact_s"],
+                     f"cost / OPT {r['push_relabel_ratio']:.3f} vs {r['exact_ratio']:.3f}; "
+                     f"greedy {r['greedy_ratio']:.3f}"))
+  return out
 
 
 def main(argv=None) -> dict:

@@ -1,13 +1,24 @@
 """The matching experiment end to end at its smallest setting, and the instances."""
 
 import json
+import pathlib
 
 import numpy as np
 import pytest
 
-from experiments import matching_incremental
+from experiments import bench_matching, matching_incremental
+from experiments.common import Claim, Ratio
 from jaxlab import matching as M
 from jaxlab.matching import instances
+
+ROOT = pathlib.Path(__file__).parents[2]
+
+
+def _check_claims(rows):
+  assert len(rows) == 4
+  for row in rows:
+    assert isinstance(row, Claim) and row.claim and row.measured
+    assert row.held is None or isinstance(row.held, bool)
 
 
 def test_smoke_run(tmp_path, capsys, monkeypatch):
@@ -29,6 +40,32 @@ def test_smoke_run(tmp_path, capsys, monkeypatch):
                                      "push_relabel", "exact", "greedy"])
   assert [r["algorithms"]["exact"]["costs"] for r in again["runs"]] == [
       r["algorithms"]["exact"]["costs"] for r in res["runs"]]
+  rows = matching_incremental.claims(saved)  # report rows at the smoke scale
+  _check_claims(rows)
+  assert rows[2].held is None  # push_relabel+tail was not run
+
+
+def test_claims_on_the_recorded_quick_run():
+  result = json.loads((ROOT / "docs/results/matching_incremental/results.json").read_text())
+  rows = matching_incremental.claims(result)
+  _check_claims(rows)
+  # The README's verdicts for this run: within 1-3% of OPT on every family; far below
+  # greedy; the exact tail makes the final cost worse; but exact is faster than
+  # push-relabel on CPU.
+  assert [r.held for r in rows] == [True, True, True, False]
+  assert "clustered/1000 1.030 ± 0.002" in rows[0].measured
+
+
+def test_ratios_on_the_recorded_bench():
+  result = json.loads((ROOT / "docs/results/bench_matching/results.json").read_text())
+  rows = bench_matching.ratios(result)
+  assert len(rows) == 8  # numpy anchor at n = 1000 and 2000 only
+  for row in rows:
+    assert isinstance(row, Ratio) and row.name and row.ratio > 0
+  by_name = {r.name: r.ratio for r in rows}
+  assert by_name["exact (all n insertions) vs one scipy solve, n = 10000"] == pytest.approx(
+      10.45 / 29.14, rel=1e-3)
+  assert by_name["exact vs the same step in numpy, n = 1000"] < 1
 
 
 @pytest.mark.parametrize("family", instances.FAMILIES)
