@@ -32,7 +32,7 @@ import matplotlib
 import numpy as np
 from tqdm.auto import tqdm
 
-from experiments.common import machine, scale_config, write_results
+from experiments.common import Claim, machine, scale_config, shard_seeds, write_results
 from jaxlab import envs
 from jaxlab.rl.agents import FACAgent, FACConfig, FQLAgent, FQLConfig, unregularized
 from jaxlab.rl.train import TrainConfig, make_train
@@ -75,7 +75,7 @@ def run_arm(arm: str, cfg: dict, dataset: dict, evaluate: bool, checkpoint_dir: 
   tc = TrainConfig(num_steps=cfg["steps"], eval_every=cfg["eval_every"],
                    eval_episodes=cfg["eval_episodes"])
   train = make_train(agent_cls, agent_cfg, dataset, tc, evaluate_fn)
-  keys = jax.random.split(jax.random.key(seed), cfg["seeds"])
+  keys = shard_seeds(jax.random.split(jax.random.key(seed), cfg["seeds"]))  # seeds over devices
   start = time.time()
   _, history = train(keys, checkpoint_dir=checkpoint_dir)
   wall = time.time() - start
@@ -129,6 +129,71 @@ def plot(runs: list[dict], out: str) -> list[str]:
     plt.close(fig)
     paths.append(path)
   return paths
+
+
+def _per_seed(result: dict, arm: str, key: str, task: str = "multigoal_point") -> np.ndarray | None:
+  """One arm's final-chunk values of ``key``, one per seed, or None if not in ``result``."""
+  for r in result.get("runs", []):
+    if r.get("task") == task and r.get("arm") == arm and key in r.get("final", {}):
+      return np.asarray(r["final"][key]["per_seed"], float)
+  return None
+
+
+def _spread(x: np.ndarray) -> str:
+  return f"{x.mean():.3g} ± {x.std():.2g}"
+
+
+def _beats(a: np.ndarray | None, b: np.ndarray | None, name_a: str, name_b: str, what: str,
+           lower: bool = False) -> tuple[str, bool | None]:
+  """``a`` above ``b`` (below if ``lower``) in every seed, paired by index: text, verdict."""
+  if a is None or b is None or len(a) != len(b) or len(a) == 0:
+    return f"{what}: {name_a} or {name_b} not in this run", None
+  wins = int(np.sum(a < b if lower else a > b))
+  return (f"{what}: {name_a} {_spread(a)} vs {name_b} {_spread(b)} ({len(a)} seeds; "
+          f"{name_a} {'lower' if lower else 'higher'} in {wins}/{len(a)})", wins == len(a))
+
+
+def claims(result: dict) -> list[Claim]:
+  """The paper's claims as ``run_all`` report rows, from a ``results.json`` dict.
+
+  All rows use the multi-goal point task (the only one evaluated for success) and
+  each arm's final chunk; seeds are paired by index (every arm trains from the same
+  seed keys). Criteria:
+
+  * Q explosion: held iff without a behavior constraint (``no_penalty``) the mean
+    Q(s, pi) over dataset states ends above 0, the ceiling of the true values, in
+    every seed.
+  * overestimation suppressed: held iff FAC's fraction of Q(s, pi) > 0 is below
+    ``no_penalty``'s in every seed.
+  * success vs no constraint: held iff FAC's success rate is above ``no_penalty``'s
+    in every seed.
+  * success vs FQL: held iff FAC's success rate is above FQL's in every seed.
+
+  ``held`` is None where an arm or metric the row needs is not in ``result``.
+  """
+  q_mean = _per_seed(result, "no_penalty", "critic/q_pi_mean")
+  q_max = _per_seed(result, "no_penalty", "critic/q_pi_max")
+  if q_mean is None or q_max is None or len(q_mean) == 0:
+    explosion = ("no_penalty not in this run", None)
+  else:
+    pos = int(np.sum(q_mean > 0))
+    explosion = (f"no_penalty Q(s,pi) mean {_spread(q_mean)}, max {_spread(q_max)} "
+                 f"({len(q_mean)} seeds; mean > 0 in {pos}/{len(q_mean)})", pos == len(q_mean))
+  frac = "critic/q_pi_pos_frac"
+  npf, facf = _per_seed(result, "no_penalty", frac), _per_seed(result, "fac", frac)
+  suppressed = _beats(facf, npf, "fac", "no_penalty", "frac Q(s,pi) > 0", lower=True)
+  success = {arm: _per_seed(result, arm, "eval/success") for arm in ("fac", "no_penalty", "fql")}
+  return [
+      Claim("Without a behavior constraint the critic's Q(s, pi) explodes above 0, the "
+            "ceiling of the true values (rewards in {-1, 0})", *explosion),
+      Claim("FAC's density-weighted critic penalty suppresses overestimation: fewer "
+            "Q(s, pi) > 0 than with no penalty", *suppressed),
+      Claim("FAC succeeds more often than the unconstrained actor-critic",
+            *_beats(success["fac"], success["no_penalty"], "fac", "no_penalty", "success")),
+      Claim("FAC outperforms Flow Q-Learning (the paper: OGBench average 60.3 vs 43.6; "
+            "here success on the multi-goal point task)",
+            *_beats(success["fac"], success["fql"], "fac", "fql", "success")),
+  ]
 
 
 def main(argv=None) -> dict:

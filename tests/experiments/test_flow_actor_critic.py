@@ -1,11 +1,15 @@
 """The FAC experiment and benchmark end to end at their smallest settings."""
 
 import json
+import pathlib
 
 import numpy as np
 import pytest
 
 from experiments import bench_flow_actor_critic, flow_actor_critic
+from experiments.common import Claim, Ratio
+
+RESULTS = pathlib.Path(__file__).parents[2] / "docs" / "results"
 
 
 def test_smoke_run(tmp_path, capsys):
@@ -46,3 +50,27 @@ def test_bench_runs_both_paths(tmp_path):
                                     "--batch-size", "8", "--out", str(tmp_path)])
   assert r["scan_seed_steps_per_s"] > 0 and r["loop_seed_steps_per_s"] > 0
   assert np.isclose(r["ratio"], r["scan_seed_steps_per_s"] / r["loop_seed_steps_per_s"])
+
+
+@pytest.mark.parametrize("name", ["flow_actor_critic", "flow_actor_critic_full"])
+def test_claims_on_recorded_runs(name):
+  rows = flow_actor_critic.claims(json.loads((RESULTS / name / "results.json").read_text()))
+  assert rows and all(isinstance(r, Claim) for r in rows)
+  for r in rows:
+    assert isinstance(r.claim, str) and r.claim and isinstance(r.measured, str) and r.measured
+    assert r.held is None or isinstance(r.held, bool)
+  # The README: no Q explosion (it plateaus below 0), FAC has fewer Q > 0 and far more
+  # success than the unconstrained arm, and does not beat FQL on success.
+  assert [r.held for r in rows] == [False, True, True, False]
+
+
+def test_claims_without_arms():
+  rows = flow_actor_critic.claims({"scale": "smoke", "runs": []})
+  assert len(rows) == 4 and all(r.held is None and r.measured for r in rows)
+
+
+def test_ratios_on_recorded_bench():
+  result = json.loads((RESULTS / "bench_flow_actor_critic" / "results.json").read_text())
+  rows = bench_flow_actor_critic.ratios(result)
+  assert len(rows) == 1 and isinstance(rows[0], Ratio) and rows[0].name and rows[0].note
+  assert isinstance(rows[0].ratio, float) and np.isclose(rows[0].ratio, result["ratio"])
