@@ -6,7 +6,9 @@ Each environment steps ``--envs`` copies with uniform random actions inside one
 jitted ``lax.scan`` of ``--steps`` steps (gymnax's ``step`` with its automatic
 reset, observations carried), compilation excluded. Prints steps per second
 and the ratio to PointRobot-misc measured in the same run (targets from issue
-5: PointMaze >= 0.5x, PointPush >= 0.3x).
+5: PointMaze >= 0.5x, PointPush >= 0.3x); writes ``results.json`` under ``--out``.
+Cheapest, to check that it runs (about 15 s of CPU, the ratios are noise):
+``--envs 64 --steps 50``; the defaults give stable ratios in under a minute.
 """
 
 from __future__ import annotations
@@ -20,7 +22,11 @@ import gymnax
 import jax
 import jax.numpy as jnp
 
+from experiments.common import Ratio
 from jaxlab.envs import PointMaze, PointPush
+
+ANCHOR = "PointRobot-misc"
+TARGETS = {"PointMaze": 0.5, "PointPush": 0.3}  # issue 5's minimum ratios to the anchor
 
 
 def steps_per_second(env, params, num_envs: int, num_steps: int) -> float:
@@ -46,6 +52,27 @@ def steps_per_second(env, params, num_envs: int, num_steps: int) -> float:
   return num_envs * num_steps / (time.perf_counter() - start)
 
 
+def ratios(result: dict) -> list[Ratio]:
+  """``run_all``'s ratios from a ``results.json`` dict, one per environment of ours.
+
+  Each is that environment's vmapped steps per second over gymnax's PointRobot-misc
+  measured in the same run (> 1: ours is faster).
+  """
+  rates = result["steps_per_s"]
+  size = f"{result['envs']} envs x {result['steps']} steps, {result['backend']}"
+  rows = []
+  for name, rate in rates.items():
+    if name == ANCHOR:
+      continue
+    note = f"throughput ratio, > 1 is faster; {size}"
+    if name in TARGETS:
+      note += f"; target >= {TARGETS[name]}x"
+    if "grid" in name:
+      note += "; PIPER's 121-cell wall map as the observation"
+    rows.append(Ratio(f"{name} steps/s vs gymnax {ANCHOR}", float(rate / rates[ANCHOR]), note))
+  return rows
+
+
 def main(argv=None) -> dict:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--envs", type=int, default=1000)
@@ -54,14 +81,14 @@ def main(argv=None) -> dict:
   args = parser.parse_args(argv)
   if args.envs < 1 or args.steps < 1:
     raise ValueError(f"--envs and --steps must be >= 1, got {args.envs}, {args.steps}")
-  robot, robot_params = gymnax.make("PointRobot-misc")
-  rows = {"PointRobot-misc": steps_per_second(robot, robot_params, args.envs, args.steps)}
+  robot, robot_params = gymnax.make(ANCHOR)
+  rows = {ANCHOR: steps_per_second(robot, robot_params, args.envs, args.steps)}
   for env in (PointMaze(), PointPush()):
     rows[env.name] = steps_per_second(env, env.default_params, args.envs, args.steps)
   maze = PointMaze()  # PIPER's observation: the 121-cell wall map
   rows["PointMaze (grid obs)"] = steps_per_second(
       maze, maze.default_params.replace(wall_obs="grid"), args.envs, args.steps)
-  base = rows["PointRobot-misc"]
+  base = rows[ANCHOR]
   print(f"backend={jax.default_backend()} envs={args.envs} steps={args.steps}")
   for name, rate in rows.items():
     print(f"{name:22s} {rate / 1e6:7.2f} M steps/s  ratio {rate / base:5.2f}")

@@ -25,7 +25,7 @@ import matplotlib
 import numpy as np
 from tqdm.auto import tqdm
 
-from experiments.common import machine, scale_config, write_results
+from experiments.common import Claim, machine, scale_config, shard_seeds, write_results
 from jaxlab import envs
 from jaxlab.rl import hrl
 from jaxlab.rl.agents.dipper import DipperConfig
@@ -70,7 +70,8 @@ def run(task: str, arm: str, config: hrl.HRLConfig, seeds: int, ckpt: str | None
   env = TASKS[task][0]()
   train = hrl.make_train(env, env.default_params, config)
   start = time.time()
-  _, history = train(jax.random.split(jax.random.key(0), seeds), checkpoint_dir=ckpt)
+  keys = shard_seeds(jax.random.split(jax.random.key(0), seeds))  # seeds over devices
+  _, history = train(keys, checkpoint_dir=ckpt)
   last = max(1, len(history["env_steps"]) // 5)  # final metrics: mean of the last 20%
   final = {k: {"mean": float(np.mean(v[-last:])), "std": float(np.std(np.mean(v[-last:], 0))),
                "per_seed": np.mean(v[-last:], 0).tolist()} for k, v in history.items()}
@@ -131,6 +132,93 @@ def plot(runs: list[dict], out: str) -> list[str]:
     fig.savefig(paths[-1], dpi=120)
     plt.close(fig)
   return paths
+
+
+def _per_seed(result: dict, task: str, arm: str, key: str) -> np.ndarray | None:
+  """One main (not sweep) run's final values of ``key``, one per seed, or None if absent."""
+  for r in result.get("runs", []):
+    if (r.get("task"), r.get("arm"), bool(r.get("sweep"))) == (task, arm, False):
+      if key in r.get("final", {}):
+        return np.asarray(r["final"][key]["per_seed"], float)
+  return None
+
+
+def _spread(x: np.ndarray) -> str:
+  return f"{x.mean():.3g} ± {x.std():.2g}"
+
+
+def _beats(result: dict, task: str, key: str, arm: str, others: tuple[str, ...],
+           lower: bool = False) -> tuple[str, bool | None]:
+  """Whether ``arm`` is above (below if ``lower``) each of ``others`` in every seed.
+
+  Seeds are paired by index. Returns the measured text and the verdict (None if a
+  run is missing).
+  """
+  label = f"{task} {key.removeprefix('eval/')}"
+  ours = _per_seed(result, task, arm, key)
+  theirs = {o: _per_seed(result, task, o, key) for o in others}
+  if ours is None or len(ours) == 0 or any(t is None or len(t) != len(ours)
+                                           for t in theirs.values()):
+    return f"{label}: {', '.join((arm, *others))} not all in this run", None
+  parts, held = [f"{arm} {_spread(ours)}"], True
+  for o, t in theirs.items():
+    wins = int(np.sum(ours < t if lower else ours > t))
+    held &= wins == len(ours)
+    parts.append(f"{o} {_spread(t)} ({arm} {'lower' if lower else 'higher'} in "
+                 f"{wins}/{len(ours)})")
+  return f"{label}: " + " vs ".join(parts), held
+
+
+def claims(result: dict) -> list[Claim]:
+  """The paper's claims as ``run_all`` report rows, from a ``results.json`` dict.
+
+  Final metrics are each seed's mean over the last 20% of iterations; seeds are
+  paired by index (every arm trains from the same seed keys). Criteria:
+
+  * reachable subgoals (on push, where the paper reports DIPPER's advantage): held
+    iff DIPPER's subgoal distance is below HIER's and its low-level Q of the
+    proposed subgoals above HIER's, in every seed.
+  * success on push: held iff DIPPER's success rate is above both HIER's and
+    FLAT's in every seed.
+  * the value term: held iff DIPPER's success rate is above DIPPER without V's in
+    every seed, on every task in the run.
+  * lambda sweep: held iff from the smallest to the largest swept lambda the mean
+    fraction of subgoals inside walls falls (infeasible subgoals at small lambda)
+    and the mean subgoal step length falls (trivial subgoals at large lambda).
+
+  ``held`` is None where a run the row needs is not in ``result``.
+  """
+  dist = _beats(result, "push", "eval/subgoal_distance", "dipper", ("hier",), lower=True)
+  q = _beats(result, "push", "eval/lower_q", "dipper", ("hier",))
+  reach = ((f"{dist[0]}; {q[0]}", dist[1] and q[1]) if None not in (dist[1], q[1])
+           else ("push: dipper or hier not in this run", None))
+  tasks = sorted({r["task"] for r in result.get("runs", []) if not r.get("sweep")})
+  value = [_beats(result, t, "eval/success", "dipper", ("dipper_no_v",)) for t in tasks]
+  held_v = (None if not value or any(h is None for _, h in value)
+            else all(h for _, h in value))
+  value_row = ("; ".join(m for m, _ in value) or "no task in this run", held_v)
+  sweep = sorted((r for r in result.get("runs", []) if r.get("sweep")), key=lambda r: r["lam"])
+  if len(sweep) < 2:
+    sweep_row = ("fewer than two lambdas swept in this run", None)
+  else:
+    lo, hi = sweep[0], sweep[-1]
+    parts, held_s = [], True
+    for key, name in (("eval/subgoal_in_wall", "in walls"), ("eval/subgoal_step", "step length")):
+      a, b = (np.asarray(r["final"][key]["per_seed"], float) for r in (lo, hi))
+      held_s &= bool(b.mean() < a.mean())
+      parts.append(f"{name} {_spread(a)} -> {_spread(b)}")
+    sweep_row = (f"maze, lambda {lo['lam']:g} -> {hi['lam']:g}: " + ", ".join(parts)
+                 + f" ({len(lo['final']['eval/success']['per_seed'])} seeds)", held_s)
+  return [
+      Claim("DIPPER's subgoals are more reachable than HIER's: closer to where the low "
+            "level ends up (less non-stationary) and of higher low-level Q", *reach),
+      Claim("DIPPER succeeds more often than HIER and FLAT on push (the paper: about 30% on "
+            "pick-and-place and push)",
+            *_beats(result, "push", "eval/success", "dipper", ("hier", "flat"))),
+      Claim("The low level's value term (primitive regularization) improves on DIPPER "
+            "without it", *value_row),
+      Claim("Small lambda gives infeasible subgoals, large lambda trivial ones", *sweep_row),
+  ]
 
 
 def main(argv=None) -> dict:
