@@ -60,8 +60,7 @@ ENTRIES: list[Entry] = [
           {"smoke": ["--n", "200"], "quick": ["--quick"], "full": []}),
     Entry("Flow Actor-Critic", "flow_actor_critic", "Chae et al., arXiv:2602.18015",
           "bench_flow_actor_critic",
-          {"smoke": ["--seeds", "2", "--steps", "50", "--hidden", "32", "32",
-                     "--batch-size", "32"],
+          {"smoke": ["--seeds", "1", "--steps", "20", "--hidden", "16", "--batch-size", "16"],
            "quick": ["--steps", "300"], "full": []}),
     Entry("DIPPER", "dipper", "Singh et al., arXiv:2411.00361", "bench_envs",
           {"smoke": ["--envs", "64", "--steps", "50"], "quick": [], "full": []}),
@@ -89,7 +88,7 @@ def run_module(module: str, argv: list[str], out_dir: str, timeout: float | None
       status = "ok" if proc.returncode == 0 else f"failed (exit {proc.returncode})"
     except subprocess.TimeoutExpired:
       status = f"timed out after {timeout:.0f} s"
-  run = {"module": module, "command": " ".join(cmd[1:]), "status": status,
+  run = {"module": module, "command": " ".join(cmd[2:]), "status": status,
          "wall_time_s": round(time.time() - start, 1), "log": os.path.relpath(log_path, out_dir)}
   if status != "ok":
     with open(log_path) as f:

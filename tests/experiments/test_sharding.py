@@ -1,0 +1,67 @@
+"""Seeds sharded over 4 (forced host) devices give the single-device result.
+
+Both runs happen in fresh processes, because the device count is fixed when JAX
+starts (``XLA_FLAGS=--xla_force_host_platform_device_count``).
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+SCRIPT = """
+import json, sys
+import jax, jax.numpy as jnp
+from experiments import recouple
+from experiments.common import shard_seeds
+
+keys = shard_seeds(jax.random.split(jax.random.key(0), 8))
+out = jax.jit(jax.vmap(lambda k: jax.random.normal(k, (16,)).sum()))(keys)
+uneven = shard_seeds(jnp.ones((3, 2)))
+print("PLACEMENT", json.dumps({"devices": jax.device_count(),
+                               "keys": len(keys.sharding.device_set),
+                               "out": len(out.sharding.device_set),
+                               "uneven_replicated": uneven.sharding.is_fully_replicated}))
+recouple.main(["--smoke", "--seeds", "4", "--out", sys.argv[1]])
+"""
+
+SKIP = {"wall_time_s", "machine"}
+
+
+def _run(devices: int, out) -> dict:
+  env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
+  proc = subprocess.run([sys.executable, "-c", SCRIPT, str(out)], env=env, text=True,
+                        capture_output=True, check=False)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  line = next(x for x in proc.stdout.splitlines() if x.startswith("PLACEMENT"))
+  placement = json.loads(line.split(" ", 1)[1])
+  with open(out / "results.json") as f:
+    return placement, json.load(f)
+
+
+def _assert_close(a, b, path="results"):
+  if isinstance(a, dict):
+    assert a.keys() == b.keys(), path
+    for k in a.keys() - SKIP:
+      _assert_close(a[k], b[k], f"{path}.{k}")
+  elif isinstance(a, list) and a and not all(isinstance(x, (int, float)) for x in a):
+    assert len(a) == len(b), path
+    for i, (x, y) in enumerate(zip(a, b, strict=True)):
+      _assert_close(x, y, f"{path}[{i}]")
+  elif isinstance(a, (int, float, list)) and not isinstance(a, bool):
+    np.testing.assert_allclose(np.asarray(a, float), np.asarray(b, float), rtol=1e-5,
+                               atol=1e-6, err_msg=path)
+  else:
+    assert a == b, path
+
+
+def test_seeds_sharded_over_four_devices_match_one_device(tmp_path):
+  (tmp_path / "four").mkdir()
+  (tmp_path / "one").mkdir()
+  placed4, sharded = _run(4, tmp_path / "four")
+  placed1, single = _run(1, tmp_path / "one")
+  assert placed4 == {"devices": 4, "keys": 4, "out": 4, "uneven_replicated": True}
+  assert placed1["devices"] == 1
+  _assert_close(sharded, single)
