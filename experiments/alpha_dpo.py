@@ -81,7 +81,7 @@ _DIG = dict(num_steps=50, hidden=(256, 256, 256), pretrain_steps=6000, pretrain_
             pretrain_lr=1e-3, data_size=None, pairs=2000, betas=(10.0, 1000.0), lr=2e-4,
             finetune_steps=800, batch=64, snapshots=4, eval_samples=500)
 CONFIGS = {
-    "smoke": dict(seeds=2, flips=(0.0, 0.4), tasks={
+    "smoke": dict(seeds=4, flips=(0.0, 0.4), tasks={  # 4: the 4-device sharding test
         "mixture": {**_MIX, "num_steps": 10, "hidden": (16, 16), "pretrain_steps": 100,
                     "data_size": 1024, "pairs": 128, "betas": (10.0,), "finetune_steps": 20,
                     "batch": 16, "snapshots": 2, "eval_samples": 128, "lr": 1e-3}}),

@@ -14,7 +14,7 @@ import numpy as np
 SCRIPT = """
 import json, sys
 import jax, jax.numpy as jnp
-from experiments import recouple
+from experiments import alpha_dpo
 from experiments.common import shard_seeds
 
 keys = shard_seeds(jax.random.split(jax.random.key(0), 8))
@@ -24,10 +24,12 @@ print("PLACEMENT", json.dumps({"devices": jax.device_count(),
                                "keys": len(keys.sharding.device_set),
                                "out": len(out.sharding.device_set),
                                "uneven_replicated": uneven.sharding.is_fully_replicated}))
-recouple.main(["--smoke", "--seeds", "4", "--out", sys.argv[1]])
+alpha_dpo.main(["--smoke", "--seeds", "4", "--out", sys.argv[1]])
 """
 
-SKIP = {"wall_time_s", "machine"}
+# the machine, every timing (keys ending in "time_s") and the plotted samples, which are
+# stored rounded to 3 decimals (a 1e-7 difference can flip their last digit)
+SKIP = {"machine", "samples"}
 
 
 def _run(devices: int, out) -> dict:
@@ -45,14 +47,19 @@ def _assert_close(a, b, path="results"):
   if isinstance(a, dict):
     assert a.keys() == b.keys(), path
     for k in a.keys() - SKIP:
+      if k.endswith("time_s"):
+        continue
       _assert_close(a[k], b[k], f"{path}.{k}")
   elif isinstance(a, list) and a and not all(isinstance(x, (int, float)) for x in a):
     assert len(a) == len(b), path
     for i, (x, y) in enumerate(zip(a, b, strict=True)):
       _assert_close(x, y, f"{path}[{i}]")
   elif isinstance(a, (int, float, list)) and not isinstance(a, bool):
+    # Not bit-identical: each device runs the program on its share of the seeds, and XLA's
+    # CPU kernels may sum in another order for another batch size (float32 round-off, up
+    # to ~2e-6 absolute on O(1) values; relative to values near 0 that can exceed rtol).
     np.testing.assert_allclose(np.asarray(a, float), np.asarray(b, float), rtol=1e-5,
-                               atol=1e-6, err_msg=path)
+                               atol=1e-5, err_msg=path)
   else:
     assert a == b, path
 
