@@ -1,6 +1,6 @@
 """Step time and state memory of quantized Adam against optax.adam, in one run.
 
-    python -m experiments.bench_quant_optim [--quick] [--out DIR]
+    python -m experiments.bench_quant_optim [--quick] [--configs NAME ...] [--out DIR]
 
 On one ~1M-parameter MLP (784-1024-256-10, minibatch 128) it times
 
@@ -76,8 +76,12 @@ def main(argv=None) -> dict:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--quick", action="store_true", help="fewer repeats")
   parser.add_argument("--out", default="results/bench_quant_optim")
+  parser.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS),
+                      metavar="NAME", help=f"optimizers to time (optax.adam, the anchor, is "
+                      f"always included); default all of {list(CONFIGS)}")
   args = parser.parse_args(argv)
   repeats, inner = (3, 5) if args.quick else (10, 20)
+  names = ["optax.adam", *(n for n in args.configs if n != "optax.adam")]
 
   apply, params = mlp_functional(SIZES, 0)
   num_params = sum(p.size for p in jax.tree.leaves(params))
@@ -88,8 +92,8 @@ def main(argv=None) -> dict:
   grads = jax.grad(loss)(params)
 
   rows, cases = {}, {}
-  for name, make in CONFIGS.items():
-    opt = make()
+  for name in names:
+    opt = CONFIGS[name]()
 
     @jax.jit
     def opt_step(p, s, opt=opt):

@@ -18,18 +18,18 @@ def _table(text: str) -> dict[str, list[str]]:
 def test_run_all_smoke_reports_each_experiment_and_survives_a_failure(tmp_path, monkeypatch):
   broken = run_all.Entry("Broken method", "does_not_exist", "nowhere")
   monkeypatch.setattr(run_all, "ENTRIES", [broken, *run_all.ENTRIES])
-  report = run_all.main(["--smoke", "--only", "does_not_exist", "fractal_gd", "ttm",
+  report = run_all.main(["--smoke", "--only", "does_not_exist", "fractal_gd", "recouple",
                          "--out", str(tmp_path)])
   text = (tmp_path / "REPORT.md").read_text()
   table = _table(text)
-  assert list(table) == ["Broken method", "Fractal convergence of GD", "Test-Time Matching"]
+  assert list(table) == ["Broken method", "Fractal convergence of GD", "ReCouPLe"]
   assert table["Broken method"][0].startswith("failed")
-  for name in ("Fractal convergence of GD", "Test-Time Matching"):
+  for name in ("Fractal convergence of GD", "ReCouPLe"):
     status, wall, held, _ = table[name]
     assert status == "ok" and wall.endswith(" s")
     passed, total = (int(x) for x in held.split(" / "))  # claims computed from the results
     assert 0 <= passed <= total and total >= 1
-  assert "ModuleNotFoundError" in text  # the failure's log tail is in the report
+  assert "No module named experiments.does_not_exist" in text  # its log tail
   fractal = next(r for r in report["entries"] if r["experiment"]["module"] == "fractal_gd")
   assert fractal["bench"]["status"] == "ok" and fractal["ratios"]  # benchmark ratios read
   assert all(x["ratio"] > 0 for x in fractal["ratios"])

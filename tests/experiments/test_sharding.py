@@ -33,7 +33,10 @@ SKIP = {"machine", "samples"}
 
 
 def _run(devices: int, out) -> dict:
-  env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
+  env = dict(os.environ)
+  if devices > 1:  # one device: the suite's own environment, so the compile cache is shared
+    flag = f"--xla_force_host_platform_device_count={devices}"
+    env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {flag}".strip()
   proc = subprocess.run([sys.executable, "-c", SCRIPT, str(out)], env=env, text=True,
                         capture_output=True, check=False)
   assert proc.returncode == 0, proc.stderr[-3000:]
