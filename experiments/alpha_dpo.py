@@ -84,7 +84,12 @@ CONFIGS = {
     "smoke": dict(seeds=4, flips=(0.0, 0.4), tasks={  # 4: the 4-device sharding test
         "mixture": {**_MIX, "num_steps": 10, "hidden": (16, 16), "pretrain_steps": 100,
                     "data_size": 1024, "pairs": 128, "betas": (10.0,), "finetune_steps": 20,
-                    "batch": 16, "snapshots": 2, "eval_samples": 128, "lr": 1e-3}}),
+                    "batch": 16, "snapshots": 2, "eval_samples": 128, "lr": 1e-3}},
+        # run only when named: --smoke --tasks digits checks the digits path in a minute
+        extra_tasks={"digits": {**_DIG, "num_steps": 10, "hidden": (32, 32),
+                                "pretrain_steps": 100, "pairs": 128, "betas": (10.0,),
+                                "finetune_steps": 20, "batch": 16, "snapshots": 2,
+                                "eval_samples": 64, "lr": 1e-3}}),
     "quick": dict(seeds=3, flips=(0.0, 0.2, 0.4), tasks={"mixture": _MIX}),
     "full": dict(seeds=5, flips=(0.0, 0.2, 0.4), tasks={
         "mixture": {**_MIX, "betas": (10.0, 100.0, 1000.0), "finetune_steps": 1600,
@@ -515,8 +520,18 @@ def main(argv=None) -> dict:
   parser.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)  # tests only
   parser.add_argument("--out", default="results/alpha_dpo")
   parser.add_argument("--seeds", type=int, default=None, help="seeds (each pretrains its own)")
+  parser.add_argument("--tasks", nargs="+", default=None, choices=list(TASKS),
+                      help="a subset of the scale's tasks (default: all of them)")
   args = parser.parse_args(argv)
   scale, cfg = scale_config(args, CONFIGS)
+  if args.tasks:
+    available = {**cfg["tasks"], **cfg.pop("extra_tasks", {})}
+    missing = [t for t in args.tasks if t not in available]
+    if missing:
+      raise ValueError(f"--tasks {missing} not available at the {scale} scale (it has "
+                       f"{list(available)}; digits runs at full scale and with --smoke)")
+    cfg["tasks"] = {t: available[t] for t in args.tasks}
+  cfg.pop("extra_tasks", None)
   os.makedirs(args.out, exist_ok=True)
   start = time.time()
   flips = tuple(cfg["flips"])

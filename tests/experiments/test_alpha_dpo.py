@@ -97,3 +97,8 @@ def test_claims_on_recorded_quick_run():
     assert row.held is None or isinstance(row.held, bool)
   # README: the claim did not hold; alpha-DPO lost more than Diffusion-DPO in every seed
   assert [row.held for row in rows] == [False, False]
+
+
+def test_digits_only_where_the_scale_has_it(tmp_path):
+  with pytest.raises(ValueError, match="--tasks"):
+    E.main(["--quick", "--tasks", "digits", "--out", str(tmp_path)])
