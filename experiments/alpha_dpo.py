@@ -54,7 +54,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
 from flax import nnx
 from tqdm.auto import tqdm
@@ -64,9 +64,6 @@ from jaxlab.models import ddpm
 from jaxlab.preference import alpha_dpo
 from jaxlab.preference.alpha_dpo import LossParams
 from jaxlab.rl.networks import Net
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 
 METHODS = {  # name -> FinetuneConfig fields that differ between methods
     "Diffusion-DPO": dict(loss="dpo"),
@@ -274,6 +271,7 @@ def run_task(task: Task, tc: dict, seeds: int, flips: tuple[float, ...], bar) ->
       jax.tree.map(lambda a: a[li], method_losses(betas)), k_tune[si], k_eval[si],
       jax.tree.map(lambda a: a[si], ref_params), x_w[si, fi], x_l[si, fi],
       ref_stats["hist"][si])))
+  devices = len(jax.tree.leaves(flat)[0].sharding.device_set)  # the lanes ran on
   metrics, stats, ys = jax.tree.map(
       lambda a: np.asarray(a).reshape(len(METHODS), len(betas), *shape[1:], *a.shape[1:]),
       flat)
@@ -299,7 +297,7 @@ def run_task(task: Task, tc: dict, seeds: int, flips: tuple[float, ...], bar) ->
               "alpha_final": float(metrics["pref/alpha"][at][-1]),
               "loss_final": float(np.mean(metrics["pref/loss"][at][-tail:]))})
   flat_w, flat_l = (a[:, 0].reshape(-1, task.dim) for a in (x_w, x_l))
-  return {"rows": rows, "samples": samples, "betas": list(betas),
+  return {"rows": rows, "samples": samples, "betas": list(betas), "devices": devices,
           "reference": {"reward": np.asarray(ref_stats["reward"]).tolist(),
                         "off_manifold": np.asarray(ref_stats["off_manifold"]).tolist(),
                         "samples_seed0": np.round(np.asarray(ref_x[0, :keep]), 3).tolist()},

@@ -69,7 +69,8 @@ def ratios(result: dict) -> list[Ratio]:
       note += f"; target >= {TARGETS[name]}x"
     if "grid" in name:
       note += "; PIPER's 121-cell wall map as the observation"
-    rows.append(Ratio(f"{name} steps/s vs gymnax {ANCHOR}", float(rate / rates[ANCHOR]), note))
+    rows.append(Ratio(f"{name} steps/s vs gymnax {ANCHOR}", float(rate / rates[ANCHOR]), note,
+                      higher_is_better=True))
   return rows
 
 

@@ -97,7 +97,8 @@ def ratios(result: dict) -> list[Ratio]:
   return [Ratio("FAC training seed-steps/s: scanned, seed-vmapped chunk vs per-step jitted "
                 "update called from Python (the reference code's loop)", float(ratio),
                 f"throughput ratio, > 1 is faster; {result['seeds']} seeds x {result['steps']} "
-                f"steps, nets {hidden}, batch {result['batch_size']}, {result['backend']}")]
+                f"steps, nets {hidden}, batch {result['batch_size']}, {result['backend']}",
+                higher_is_better=True)]
 
 
 def main(argv=None) -> dict:

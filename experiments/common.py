@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from typing import NamedTuple
+import warnings
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
@@ -24,6 +25,7 @@ def scale_config(args: argparse.Namespace, configs: dict[str, dict]) -> tuple[st
 
 
 def machine() -> dict[str, str]:
+  """The backend and JAX version an experiment ran on (for its ``results.json``)."""
   return {"backend": jax.default_backend(), "jax": jax.__version__}
 
 
@@ -55,8 +57,9 @@ class Ratio(NamedTuple):
   """One benchmark ratio for ``run_all``'s report: ours vs the anchor, same run."""
 
   name: str  # what is compared, e.g. "quantized_adam step vs optax.adam"
-  ratio: float  # ours / anchor (time ratio: > 1 means slower than the anchor)
+  ratio: float  # ours / anchor
   note: str = ""
+  higher_is_better: bool = False  # False: a time ratio (> 1 slower); True: a throughput ratio
 
 
 def seed_mesh(axis: str = "seeds") -> jax.sharding.Mesh:
@@ -64,27 +67,44 @@ def seed_mesh(axis: str = "seeds") -> jax.sharding.Mesh:
   return jax.sharding.Mesh(np.asarray(jax.devices()), (axis,))
 
 
-def shard_seeds(tree, axis: str = "seeds"):
+def shard_seeds(tree: Any, axis: str = "seeds") -> Any:
   """Places the leading (seed or batch) axis of each array leaf across all devices.
 
   The computation that consumes the result (a jitted, vmapped-over-seeds function)
   is then partitioned by XLA so each device runs its share of the seeds. Leaves
   whose leading size does not divide by the device count, and scalars, are
-  replicated instead (correct, just not parallel: pick seeds as a multiple of the
-  device count). On one device this is a plain placement and changes nothing.
+  replicated instead, with a warning: correct, just not parallel (pick ``--seeds``
+  as a multiple of the device count). On one device this is a plain placement
+  and changes nothing. Pass only per-seed leaves: a shared array whose first
+  dimension happens to divide by the device count would be split too.
 
-  Multi-host: call ``jax.distributed.initialize()`` first; every process must pass
-  the same values (our experiments derive everything from the seed, so they do).
+  Example::
+
+    keys = shard_seeds(jax.random.split(jax.random.key(0), num_seeds))
+    out = jax.jit(jax.vmap(train_one_seed))(keys)   # seeds split over devices
+
+  Multi-host: after ``jax.distributed.initialize()`` the mesh spans every host;
+  outputs then span devices other processes own and must be gathered
+  (``jax.experimental.multihost_utils.process_allgather``) before ``np.asarray``,
+  which the experiment scripts do not do yet.
   """
   mesh = seed_mesh(axis)
   n = mesh.size
   split = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(axis))
   replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+  uneven = []
 
   def place(x):
     if not hasattr(x, "shape"):
       return x
     even = x.ndim >= 1 and x.shape[0] % n == 0
+    if not even and x.ndim >= 1 and n > 1:
+      uneven.append(x.shape[0])
     return jax.device_put(x, split if even else replicated)
 
-  return jax.tree.map(place, tree)
+  placed = jax.tree.map(place, tree)
+  if uneven:
+    warnings.warn(f"shard_seeds: leading sizes {sorted(set(uneven))} do not divide by the "
+                  f"{n} devices, so those inputs are replicated (each device runs all of "
+                  f"them); use a multiple of {n} seeds to split them", stacklevel=2)
+  return placed

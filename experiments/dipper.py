@@ -21,7 +21,7 @@ import os
 import time
 
 import jax
-import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
 from tqdm.auto import tqdm
 
@@ -30,9 +30,6 @@ from jaxlab import envs
 from jaxlab.rl import hrl
 from jaxlab.rl.agents.dipper import DipperConfig
 from jaxlab.rl.agents.gcsac import SACConfig
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 
 ARMS = ("flat", "hier", "dipper_no_v", "dipper")
 TASKS = {"maze": (envs.PointMaze, 15), "push": (envs.PointPush, 7)}  # env, subgoal period c

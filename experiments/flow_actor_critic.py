@@ -28,7 +28,7 @@ import os
 import time
 
 import jax
-import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
 from tqdm.auto import tqdm
 
@@ -36,9 +36,6 @@ from experiments.common import Claim, machine, scale_config, shard_seeds, write_
 from jaxlab import envs
 from jaxlab.rl.agents import FACAgent, FACConfig, FQLAgent, FQLConfig, unregularized
 from jaxlab.rl.train import TrainConfig, make_train
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 
 ARMS = ("no_penalty", "penalty_only", "fac", "fql")
 

@@ -43,15 +43,12 @@ import time
 
 import jax
 import jax.numpy as jnp
-import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
 from tqdm.auto import tqdm
 
 from experiments.common import Claim, machine, scale_config, write_results
 from jaxlab.dynamics import factorization as F
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 
 Y = 1.0
 DIM = 5

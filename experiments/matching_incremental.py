@@ -226,9 +226,6 @@ def format_table(rows) -> str:
 
 
 def plot(runs: list[dict], out: str) -> list[str]:
-  import matplotlib
-
-  matplotlib.use("Agg")
   import matplotlib.pyplot as plt
 
   paths = []

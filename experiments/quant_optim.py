@@ -452,9 +452,6 @@ def format_table(rows: list[list[str]]) -> str:
 
 
 def plot(res: dict, out: str) -> list[str]:
-  import matplotlib
-
-  matplotlib.use("Agg")
   import matplotlib.pyplot as plt
 
   paths = []

@@ -63,15 +63,12 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
 from tqdm.auto import tqdm
 
 from experiments.common import Claim, machine, scale_config, shard_seeds, write_results
 from jaxlab.preference import recouple as rc
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 
 N_CAUSAL, SPURIOUS, N_FEATURES = 4, 4, 8
 EMBED_DIM = 16

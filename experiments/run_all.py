@@ -12,13 +12,12 @@ held) and each benchmark module's ``ratios(result)`` gives ours-vs-anchor
 ratios from the same run. ``DIR/REPORT.md`` collects them with the figures, the
 machine and the library versions; ``DIR/report.json`` holds the same data.
 
-Scales: ``--quick`` runs each experiment's ``--quick`` setting (about 45 minutes
-in all on 2 CPU cores); without it, the full runs the README's tables come from
-(hours on CPU; minutes to an hour on one accelerator). ``--smoke`` (tests only)
-runs each at its smallest setting. On a host with several devices every
-experiment shards its seeds over them (``experiments.common.shard_seeds``); for
-several hosts call ``jax.distributed.initialize()`` in each process first (see
-the README).
+Scales: ``--quick`` runs each experiment's ``--quick`` setting (see
+``docs/results/run_all_quick/REPORT.md`` for its wall time on 2 CPU cores);
+without it, the full runs the README's tables come from (hours on CPU).
+``--smoke`` (tests only) runs each at its smallest setting. On a host with
+several devices the experiments that vmap over seeds split them over the devices
+(``experiments.common.shard_seeds``; use a multiple of the device count).
 """
 
 from __future__ import annotations
@@ -30,6 +29,7 @@ import importlib
 import json
 import os
 import platform
+import shlex
 import subprocess
 import sys
 import time
@@ -82,13 +82,13 @@ def run_module(module: str, argv: list[str], out_dir: str, timeout: float | None
   start = time.time()
   log_path = os.path.join(out, "log.txt")
   with open(log_path, "w") as log:
-    try:
+    try:  # no progress bars in the logs (run_all shows its own): clean error tails
       proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, timeout=timeout,
-                            check=False)
+                            check=False, env={**os.environ, "TQDM_DISABLE": "1"})
       status = "ok" if proc.returncode == 0 else f"failed (exit {proc.returncode})"
     except subprocess.TimeoutExpired:
       status = f"timed out after {timeout:.0f} s"
-  run = {"module": module, "command": " ".join(cmd[2:]), "status": status,
+  run = {"module": module, "command": shlex.join(cmd[2:]), "status": status,
          "wall_time_s": round(time.time() - start, 1), "log": os.path.relpath(log_path, out_dir)}
   if status != "ok":
     with open(log_path) as f:
@@ -115,14 +115,22 @@ def _rows(module: str, fn: str, result: dict | None) -> tuple[list[dict], str | 
     return [], traceback.format_exc(limit=3)
 
 
+def _figures(result: dict | None, out: str, out_dir: str) -> list[str]:
+  """The figures this run wrote (its ``figures`` list; PNGs in ``out`` if it has none)."""
+  names = [os.path.basename(f) for f in (result or {}).get("figures", [])]
+  paths = ([os.path.join(out, n) for n in names] if names
+           else sorted(glob.glob(os.path.join(out, "*.png"))))
+  return [os.path.relpath(p, out_dir) for p in paths if os.path.exists(p)]
+
+
 def run_entry(entry: Entry, scale: str, out_dir: str, timeout: float | None) -> dict:
+  """Runs one method's experiment and benchmark and reads their report rows."""
   out = os.path.join(out_dir, entry.module)
   rec = {"name": entry.name, "paper": entry.paper,
          "experiment": run_module(entry.module, SCALE_FLAGS[scale], out_dir, timeout)}
   result = _load(out) if rec["experiment"]["status"] == "ok" else None
   rec["claims"], rec["claims_error"] = _rows(entry.module, "claims", result)
-  rec["figures"] = sorted(os.path.relpath(p, out_dir)
-                          for p in glob.glob(os.path.join(out, "*.png")))
+  rec["figures"] = _figures(result, out, out_dir) if result is not None else []
   if entry.bench:
     bench_out = os.path.join(out_dir, entry.bench)
     rec["bench"] = run_module(entry.bench, entry.bench_args[scale], out_dir, timeout)
@@ -146,12 +154,36 @@ def machine_info() -> dict:
   return info
 
 
-def _held(value) -> str:
+def _held(value: bool | None) -> str:
   return {True: "yes", False: "**no**", None: "n/a"}[value]
 
 
-def _cell(text) -> str:
+def _cell(text: object) -> str:
+  """Text safe inside a markdown table cell."""
   return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _verdict(record: dict) -> str:
+  """``held / tested`` for the summary table, untestable claims counted apart."""
+  if record["claims_error"] and record["experiment"]["status"] == "ok":
+    return "claims error"
+  held = [c["held"] for c in record["claims"]]
+  if not held:
+    return "-"
+  text = f"{sum(h is True for h in held)} / {sum(h is not None for h in held)}"
+  untested = sum(h is None for h in held)
+  return text + (f" ({untested} n/a)" if untested else "")
+
+
+def _bench_summary(record: dict) -> str:
+  bench = record.get("bench")
+  if bench is None:
+    return "-"
+  if bench["status"] != "ok":
+    return bench["status"]
+  if record["ratios_error"]:
+    return "ratios error"
+  return f"{len(record['ratios'])} ratios" if record["ratios"] else "ok"
 
 
 def format_report(report: dict) -> str:
@@ -165,15 +197,8 @@ def format_report(report: dict) -> str:
            "|---|---|---|---|---|"]
   for r in report["entries"]:
     exp = r["experiment"]
-    held = [c["held"] for c in r["claims"]]
-    verdict = (f"{sum(h is True for h in held)} / {sum(h is not None for h in held)}"
-               if held else "-")
-    bench = r.get("bench")
-    bench_text = "-" if bench is None else (bench["status"] if bench["status"] != "ok" else
-                                             ", ".join(f"{x['ratio']:.3g}x"
-                                                       for x in r["ratios"]) or "ok")
-    lines.append(f"| {r['name']} | {exp['status']} | {exp['wall_time_s']:.0f} s | {verdict} "
-                 f"| {_cell(bench_text)} |")
+    lines.append(f"| {r['name']} | {exp['status']} | {exp['wall_time_s']:.0f} s | "
+                 f"{_verdict(r)} | {_cell(_bench_summary(r))} |")
   for r in report["entries"]:
     exp = r["experiment"]
     lines += ["", f"## {r['name']}", "", f"{r['paper']}. `python -m {exp['command']}` "
@@ -193,8 +218,9 @@ def format_report(report: dict) -> str:
       lines += ["", f"Benchmark: `python -m {b['command']}` ({b['status']}, "
                     f"{b['wall_time_s']:.0f} s).", ""]
       if r["ratios"]:
-        lines += ["| comparison | ratio | note |", "|---|---|---|"]
-        lines += [f"| {_cell(x['name'])} | {x['ratio']:.3g} | {_cell(x['note'])} |"
+        lines += ["| comparison (ours vs anchor) | ratio | better | note |", "|---|---|---|---|"]
+        lines += [f"| {_cell(x['name'])} | {x['ratio']:.3g} | "
+                  f"{'higher' if x.get('higher_is_better') else 'lower'} | {_cell(x['note'])} |"
                   for x in r["ratios"]]
       elif b["status"] != "ok":
         lines += ["```", b.get("error_tail", "").strip()[-1500:], "```"]
@@ -203,10 +229,11 @@ def format_report(report: dict) -> str:
   return "\n".join(lines) + "\n"
 
 
-def main(argv=None) -> dict:
+def main(argv: list[str] | None = None) -> dict:
+  """Runs the selected experiments and writes ``REPORT.md`` and ``report.json``."""
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--quick", action="store_true",
-                      help="each experiment's --quick setting (about 45 min on 2 CPU cores)")
+                      help="each experiment's --quick setting")
   parser.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)  # tests only
   parser.add_argument("--out", default="results/run_all")
   parser.add_argument("--only", nargs="+", default=None, metavar="MODULE",

@@ -45,7 +45,7 @@ import time
 
 import jax
 import jax.numpy as jnp
-import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
 from scipy import stats
 from tqdm.auto import tqdm
@@ -54,9 +54,6 @@ from experiments.common import Claim, machine, scale_config, shard_seeds, write_
 from jaxlab import trec
 from jaxlab.models import markov_text as mt
 from jaxlab.models import transformer as tfm
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 
 MODEL = dict(vocab=64, d_model=32, heads=2, layers=2, seq_len=32)
 CONFIGS = {

@@ -27,16 +27,13 @@ import time
 
 import jax
 import jax.numpy as jnp
-import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
 from tqdm.auto import tqdm
 
 from experiments.common import Claim, machine, scale_config, write_results
 from jaxlab.preference import digit_pairs as D
 from jaxlab.preference import ttm
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 
 METRICS = {"text": ttm.text_score, "image": ttm.image_score, "group": ttm.group_score,
            "group_match": ttm.group_match}
@@ -118,6 +115,8 @@ def claims(result: dict) -> list[Claim]:
   k = 2  # every test group is 2 images x 2 captions
   chance = {"group": ttm.group_score_chance(k), "group_match": ttm.group_match_chance(k)}
   runs = result["runs"]
+  if not runs:  # nothing measured: no verdicts (all() of nothing would read as held)
+    return []
   noises = list(dict.fromkeys(r["order_noise"] for r in runs))
   seeds = len({r["seed"] for r in runs})
 

@@ -3,14 +3,23 @@
 Several tests run the same programs in different processes: an experiment's
 ``--smoke`` run in its own test, inside its Colab notebook's kernel, and under
 ``run_all``'s subprocesses. A cache directory shared through the environment
-(which those child processes inherit) lets each program compile once per suite
-run. The directory is new for every run, so results never depend on an old
-cache; set ``JAX_COMPILATION_CACHE_DIR`` yourself to reuse one.
+(which those child processes, and pytest-xdist's workers, inherit) lets each
+program compile once per suite run. The directory is new for every run and
+removed at its end, so results never depend on an old cache; set
+``JAX_COMPILATION_CACHE_DIR`` yourself to keep one.
 """
 
+import atexit
+import functools
 import os
+import shutil
 import tempfile
 
-os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", tempfile.mkdtemp(prefix="jaxlab-jit-cache-"))
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+  _cache = tempfile.mkdtemp(prefix="jaxlab-jit-cache-")
+  os.environ["JAX_COMPILATION_CACHE_DIR"] = _cache
+  atexit.register(functools.partial(shutil.rmtree, _cache, ignore_errors=True))
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.5")
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
+# Figures are written to files; without a display matplotlib would pick Agg anyway.
+os.environ.setdefault("MPLBACKEND", "Agg")

@@ -28,7 +28,7 @@ def test_every_method_has_a_notebook():
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_runs(path, tmp_path, monkeypatch):
   monkeypatch.setenv("JAXLAB_NOTEBOOK_SCALE", "tiny")
-  monkeypatch.setenv("MPLBACKEND", "Agg")
+  monkeypatch.delenv("MPLBACKEND", raising=False)  # the kernel's own inline backend, as in Colab
   nb = nbformat.read(path, as_version=4)
   first_code = next(c for c in nb.cells if c.cell_type == "code")
   assert "JAXLAB_REPO" in first_code.source and "JAXLAB_NOTEBOOK_SCALE" in first_code.source
@@ -36,5 +36,7 @@ def test_notebook_runs(path, tmp_path, monkeypatch):
                  resources={"metadata": {"path": str(tmp_path)}}).execute()
   outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
   assert not [o for o in outputs if o.get("output_type") == "error"]
-  # every notebook ends by running its experiment, which writes a summary table
+  # every notebook ends by running its experiment, which writes a summary table, and shows
+  # its figures inline (importing an experiment must not switch matplotlib's backend)
   assert list(tmp_path.glob("results/*/summary.md")), os.listdir(tmp_path)
+  assert any("image/png" in o.get("data", {}) for o in outputs)

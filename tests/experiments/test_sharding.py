@@ -27,9 +27,9 @@ print("PLACEMENT", json.dumps({"devices": jax.device_count(),
 alpha_dpo.main(["--smoke", "--seeds", "4", "--out", sys.argv[1]])
 """
 
-# the machine, every timing (keys ending in "time_s") and the plotted samples, which are
-# stored rounded to 3 decimals (a 1e-7 difference can flip their last digit)
-SKIP = {"machine", "samples"}
+# the machine, the device count, every timing (keys ending in "time_s") and the plotted
+# samples, which are stored rounded to 3 decimals (a 1e-7 difference can flip their last digit)
+SKIP = {"machine", "devices", "samples", "samples_seed0"}
 
 
 def _run(devices: int, out) -> dict:
@@ -74,4 +74,7 @@ def test_seeds_sharded_over_four_devices_match_one_device(tmp_path):
   placed1, single = _run(1, tmp_path / "one")
   assert placed4 == {"devices": 4, "keys": 4, "out": 4, "uneven_replicated": True}
   assert placed1["devices"] == 1
+  # the experiment's own vmapped fine-tuning lanes ran on all 4 devices, not one
+  assert sharded["tasks"]["mixture"]["devices"] == 4
+  assert single["tasks"]["mixture"]["devices"] == 1
   _assert_close(sharded, single)
