@@ -19,7 +19,7 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
   _cache = tempfile.mkdtemp(prefix="jaxlab-jit-cache-")
   os.environ["JAX_COMPILATION_CACHE_DIR"] = _cache
   atexit.register(functools.partial(shutil.rmtree, _cache, ignore_errors=True))
-os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.5")
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 # Figures are written to files; without a display matplotlib would pick Agg anyway.
 os.environ.setdefault("MPLBACKEND", "Agg")
