@@ -1,6 +1,7 @@
 """Reproduce everything: every experiment and benchmark, then one ``REPORT.md``.
 
     python -m experiments.run_all [--quick] [--out DIR] [--only NAME ...] [--timeout S]
+                                  [--report-only]
 
 Each experiment (and its benchmark) runs as ``python -m experiments.<module>`` in
 its own process, so one that fails, runs out of memory or times out is recorded
@@ -139,6 +140,20 @@ def run_entry(entry: Entry, scale: str, out_dir: str, timeout: float | None) -> 
   return rec
 
 
+def reread(record: dict, out_dir: str) -> dict:
+  """``record`` with its claims, ratios and figures read again from the saved results."""
+  module = record["experiment"]["module"]
+  out = os.path.join(out_dir, module)
+  result = _load(out) if record["experiment"]["status"] == "ok" else None
+  record["claims"], record["claims_error"] = _rows(module, "claims", result)
+  record["figures"] = _figures(result, out, out_dir) if result is not None else []
+  if "bench" in record:
+    bench = record["bench"]["module"]
+    result = _load(os.path.join(out_dir, bench)) if record["bench"]["status"] == "ok" else None
+    record["ratios"], record["ratios_error"] = _rows(bench, "ratios", result)
+  return record
+
+
 def machine_info() -> dict:
   """Machine and versions, read in a child process so this one never initializes JAX."""
   code = ("import json, jax, flax, optax; d = jax.devices(); print(json.dumps({"
@@ -241,7 +256,15 @@ def main(argv: list[str] | None = None) -> dict:
                       help="run only these experiments (module names)")
   parser.add_argument("--timeout", type=float, default=None,
                       help="seconds allowed per experiment or benchmark (default: none)")
+  parser.add_argument("--report-only", action="store_true",
+                      help="run nothing: rebuild REPORT.md from DIR/report.json and the "
+                           "results saved under DIR (after changing a claims() function)")
   args = parser.parse_args(argv)
+  if args.report_only:
+    with open(os.path.join(args.out, "report.json")) as f:
+      report = json.load(f)
+    report["entries"] = [reread(r, args.out) for r in report["entries"]]
+    return _write_report(report, args.out)
   if args.timeout is not None and args.timeout <= 0:
     raise ValueError(f"--timeout must be > 0 seconds, got {args.timeout}")
   scale = "smoke" if args.smoke else "quick" if args.quick else "full"
@@ -259,13 +282,17 @@ def main(argv: list[str] | None = None) -> dict:
             "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
             "wall_time_s": round(time.time() - start, 1), "machine": machine_info(),
             "entries": records}
-  with open(os.path.join(args.out, "report.json"), "w") as f:
+  return _write_report(report, args.out)
+
+
+def _write_report(report: dict, out_dir: str) -> dict:
+  with open(os.path.join(out_dir, "report.json"), "w") as f:
     json.dump(report, f, indent=1)
   text = format_report(report)
-  with open(os.path.join(args.out, "REPORT.md"), "w") as f:
+  with open(os.path.join(out_dir, "REPORT.md"), "w") as f:
     f.write(text)
   print(text.split("\n## ")[0])
-  print(f"report: {os.path.join(args.out, 'REPORT.md')}")
+  print(f"report: {os.path.join(out_dir, 'REPORT.md')}")
   return report
 
 
