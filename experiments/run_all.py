@@ -12,6 +12,9 @@ rows (the paper's claim, our measurement with its spread over seeds, whether it
 held) and each benchmark module's ``ratios(result)`` gives ours-vs-anchor
 ratios from the same run. ``DIR/REPORT.md`` collects them with the figures, the
 machine and the library versions; ``DIR/report.json`` holds the same data.
+Re-running into the same ``DIR`` reruns everything except matching's finished
+instances, which that experiment resumes from ``DIR/matching_incremental/runs/``
+(use a new ``DIR`` to re-measure their times).
 
 Scales: ``--quick`` runs each experiment's ``--quick`` setting (see
 ``docs/results/run_all_quick/REPORT.md`` for its wall time on 2 CPU cores);
