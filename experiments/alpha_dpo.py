@@ -230,7 +230,9 @@ def run_task(task: Task, tc: dict, seeds: int, flips: tuple[float, ...], bar) ->
     data = jax.vmap(task.sample_data, (0, None))(k_data, tc["data_size"])
   else:
     data = jnp.broadcast_to(task.dataset, (seeds, *task.dataset.shape))
-  n_pairs, m, keep = tc["pairs"], tc["eval_samples"], min(400, tc["eval_samples"])
+  # samples kept for the figures: a 2-D scatter, or one row of 12 images (64-d each)
+  keep = min(400 if task.dim <= 2 else 12, tc["eval_samples"])
+  n_pairs, m = tc["pairs"], tc["eval_samples"]
 
   # 1-2. pretrain each seed's DDPM, sample pairs and reference samples, label the pairs
   @jax.jit
