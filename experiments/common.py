@@ -53,6 +53,28 @@ class Claim(NamedTuple):
   held: bool | None
 
 
+def check_claims(rows: list) -> list[Claim]:
+  """``rows`` if each is a :class:`Claim` with text and a ``bool``/``None`` verdict.
+
+  ``run_all`` calls it on every ``claims()`` result, so a malformed row is reported
+  as a claims error instead of a wrong table; tests call it on recorded results.
+
+  Raises:
+    TypeError: naming the first row that is not a Claim or whose ``held`` is not
+      ``True``/``False``/``None``.
+    ValueError: naming the first row with an empty ``claim`` or ``measured``.
+  """
+  for i, row in enumerate(rows):
+    if not isinstance(row, Claim):
+      raise TypeError(f"claims row {i} must be a Claim, got {type(row).__name__}")
+    if not (row.held is None or isinstance(row.held, bool)):
+      raise TypeError(f"claims row {i}: held must be True, False or None, got {row.held!r}")
+    if not (isinstance(row.claim, str) and row.claim and isinstance(row.measured, str)
+            and row.measured):
+      raise ValueError(f"claims row {i}: claim and measured must be non-empty strings")
+  return list(rows)
+
+
 class Ratio(NamedTuple):
   """One benchmark ratio for ``run_all``'s report: ours vs the anchor, same run."""
 

@@ -42,6 +42,8 @@ from typing import NamedTuple
 
 from tqdm.auto import tqdm
 
+from experiments.common import check_claims
+
 
 class Entry(NamedTuple):
   """One method: its experiment module, its benchmark and their arguments per scale."""
@@ -114,6 +116,8 @@ def _rows(module: str, fn: str, result: dict | None) -> tuple[list[dict], str | 
     return [], "no results.json"
   try:
     rows = getattr(importlib.import_module(f"experiments.{module}"), fn)(result)
+    if fn == "claims":
+      rows = check_claims(rows)
     return [r._asdict() for r in rows], None
   except Exception:  # noqa: BLE001 (a broken report function must not hide the others)
     return [], traceback.format_exc(limit=3)

@@ -7,7 +7,7 @@ import pytest
 
 from experiments import bench_envs
 from experiments import dipper as dipper_exp
-from experiments.common import Claim, Ratio
+from experiments.common import Ratio, check_claims
 
 RESULTS = pathlib.Path(__file__).parents[2] / "docs" / "results"
 
@@ -39,7 +39,7 @@ def test_bench_envs_smallest(tmp_path):
 
 def test_claims_on_recorded_run():
   rows = dipper_exp.claims(json.loads((RESULTS / "dipper" / "results.json").read_text()))
-  assert rows and all(isinstance(r, Claim) for r in rows)
+  assert check_claims(rows)
   for r in rows:
     assert isinstance(r.claim, str) and r.claim and isinstance(r.measured, str) and r.measured
     assert r.held is None or isinstance(r.held, bool)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from experiments import bench_flow_actor_critic, flow_actor_critic
-from experiments.common import Claim, Ratio
+from experiments.common import Ratio, check_claims
 
 RESULTS = pathlib.Path(__file__).parents[2] / "docs" / "results"
 
@@ -55,7 +55,7 @@ def test_bench_runs_both_paths(tmp_path):
 @pytest.mark.parametrize("name", ["flow_actor_critic", "flow_actor_critic_full"])
 def test_claims_on_recorded_runs(name):
   rows = flow_actor_critic.claims(json.loads((RESULTS / name / "results.json").read_text()))
-  assert rows and all(isinstance(r, Claim) for r in rows)
+  assert check_claims(rows)
   for r in rows:
     assert isinstance(r.claim, str) and r.claim and isinstance(r.measured, str) and r.measured
     assert r.held is None or isinstance(r.held, bool)

@@ -6,16 +6,14 @@ import pathlib
 import pytest
 
 from experiments import bench_fractal_gd, fractal_gd
-from experiments.common import Claim, Ratio
+from experiments.common import Ratio, check_claims
 
 ROOT = pathlib.Path(__file__).parents[2]
 
 
 def _check_claims(rows):
   assert len(rows) == 4
-  for row in rows:
-    assert isinstance(row, Claim) and row.claim and row.measured
-    assert row.held is None or isinstance(row.held, bool)
+  check_claims(rows)
 
 
 def test_smoke_run(tmp_path, capsys):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from experiments import bench_matching, matching_incremental
-from experiments.common import Claim, Ratio
+from experiments.common import Ratio, check_claims
 from jaxlab import matching as M
 from jaxlab.matching import instances
 
@@ -16,9 +16,7 @@ ROOT = pathlib.Path(__file__).parents[2]
 
 def _check_claims(rows):
   assert len(rows) == 4
-  for row in rows:
-    assert isinstance(row, Claim) and row.claim and row.measured
-    assert row.held is None or isinstance(row.held, bool)
+  check_claims(rows)
 
 
 def test_smoke_run(tmp_path, capsys, monkeypatch):

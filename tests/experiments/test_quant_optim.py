@@ -8,16 +8,14 @@ import numpy as np
 import pytest
 
 from experiments import bench_quant_optim, quant_optim
-from experiments.common import Claim, Ratio
+from experiments.common import Ratio, check_claims
 
 ROOT = pathlib.Path(__file__).parents[2]
 
 
 def _check_claims(rows):
   assert 1 <= len(rows) <= 4
-  for row in rows:
-    assert isinstance(row, Claim) and row.claim and row.measured
-    assert row.held is None or isinstance(row.held, bool)
+  check_claims(rows)
 
 
 def test_smoke_run_writes_results_figures_and_table(tmp_path, capsys):

@@ -64,3 +64,15 @@ def test_format_report_marks_verdicts_and_failures():
 def test_bad_timeout_raises_before_running(tmp_path):
   with pytest.raises(ValueError, match="--timeout"):
     run_all.main(["--smoke", "--timeout", "0", "--out", str(tmp_path)])
+
+
+def test_malformed_claim_rows_are_rejected():
+  from experiments.common import Claim, check_claims
+  good = Claim("c", "1.0 ± 0.1", None)
+  assert check_claims([good]) == [good]
+  with pytest.raises(TypeError, match="row 1 must be a Claim"):
+    check_claims([good, ("c", "m", True)])
+  with pytest.raises(TypeError, match="held"):
+    check_claims([Claim("c", "m", 1)])
+  with pytest.raises(ValueError, match="row 0"):
+    check_claims([Claim("c", "", True)])

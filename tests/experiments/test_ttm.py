@@ -6,7 +6,7 @@ import pathlib
 import pytest
 
 from experiments import ttm as ttm_exp
-from experiments.common import Claim
+from experiments.common import check_claims
 from jaxlab.preference import ttm
 
 
@@ -34,9 +34,7 @@ def test_claims_on_recorded_runs(name, gm_up):
   path = pathlib.Path(__file__).parents[2] / "docs/results" / name / "results.json"
   rows = ttm_exp.claims(json.loads(path.read_text()))
   assert len(rows) == 4  # GroupMatch reveals, group score up, GroupMatch up per order noise
-  for row in rows:
-    assert isinstance(row, Claim) and row.claim and row.measured
-    assert row.held is None or isinstance(row.held, bool)
+  check_claims(rows)
   # README: GroupMatch reveals what the group score hides and TTM turns it into group
   # score in every run; GroupMatch itself rises in every seed only at order noise 0.4 with
   # the full run's longer rounds (at 0.45 it rises in 3 seeds and falls in 2)
