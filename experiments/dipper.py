@@ -41,9 +41,9 @@ CONFIGS = {
     "quick": dict(seeds=3, iterations=80, iters_per_chunk=20, num_envs=8, low_updates=40,
                   high_updates=10, hidden=(64, 64), batch=128, pairs=32, m=3, eval_envs=16,
                   buffer=128, lams=(0.01, 1.0, 100.0), lam=1.0),
-    "full": dict(seeds=5, iterations=300, iters_per_chunk=25, num_envs=16, low_updates=100,
+    "full": dict(seeds=5, iterations=200, iters_per_chunk=25, num_envs=16, low_updates=100,
                  high_updates=20, hidden=(128, 128), batch=256, pairs=64, m=5, eval_envs=32,
-                 buffer=512, lams=(0.0, 0.01, 0.1, 1.0, 10.0, 100.0), lam=1.0),
+                 buffer=512, lams=(0.0, 1.0, 10.0, 100.0), lam=1.0),
 }
 
 
@@ -235,12 +235,17 @@ def main(argv=None) -> dict:
   if not args.no_sweep and "maze" in args.tasks:
     jobs += [("maze", "dipper", lam) for lam in cfg["lams"]]
   start = time.time()
-  runs = []
-  for task, arm, lam in tqdm(jobs, desc="dipper", unit="run"):
+  runs, done = [], {}  # done: (task, config) -> run, so a swept lambda equal to a main
+  for task, arm, lam in tqdm(jobs, desc="dipper", unit="run"):  # arm's is not trained twice
     name = f"{task}_{arm}" + ("" if lam is None else f"_lam{lam:g}")
     ckpt = os.path.join(os.path.abspath(args.checkpoint_dir), name) if args.checkpoint_dir else None
-    r = run(task, arm, hrl_config(arm, task, cfg, lam), cfg["seeds"], ckpt)
-    r["sweep"] = lam is not None
+    config = hrl_config(arm, task, cfg, lam)
+    key = (task, repr(config))
+    if key in done:
+      r = dict(done[key], arm=arm, reused_from=done[key]["arm"])
+    else:
+      r = done[key] = run(task, arm, config, cfg["seeds"], ckpt)
+    r = dict(r, sweep=lam is not None)
     runs.append(r)
   table = format_table(runs)
   result = {"scale": scale, "config": {k: list(v) if isinstance(v, tuple) else v

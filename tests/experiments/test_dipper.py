@@ -62,3 +62,27 @@ def test_ratios_on_recorded_bench():
   assert got == pytest.approx({k: v for k, v in result["ratio_to_point_robot"].items()
                                if k != bench_envs.ANCHOR})
   assert got["PointMaze"] >= 0.5 and got["PointPush"] >= 0.3  # the README's targets met
+
+
+def test_sweep_reuses_main_arm_runs(tmp_path, monkeypatch):
+  """A swept lambda equal to a main arm's (0 = no V, 1 = DIPPER) is not trained twice."""
+  calls = []
+
+  def fake_run(task, arm, config, seeds, ckpt):
+    calls.append((task, arm, config.dipper.lam))
+    hist = {"env_steps": [[1, 1], [2, 2]], "eval/success": [[0.1, 0.2], [0.3, 0.4]]}
+    final = {k: {"mean": 0.5, "std": 0.1, "per_seed": [0.4, 0.6]}
+             for k in ("eval/success", "eval/subgoal_in_wall", "eval/subgoal_step")}
+    return {"task": task, "arm": arm, "lam": config.dipper.lam, "history": hist,
+            "final": final, "wall_time_s": 1.0}
+
+  monkeypatch.setattr(dipper_exp, "run", fake_run)
+  monkeypatch.setitem(dipper_exp.CONFIGS, "smoke",
+                      dict(dipper_exp.CONFIGS["smoke"], lams=(0.0, 1.0, 10.0)))
+  res = dipper_exp.main(["--smoke", "--out", str(tmp_path), "--tasks", "maze", "--arms",
+                         "dipper_no_v", "dipper"])
+  assert calls == [("maze", "dipper_no_v", 0.0), ("maze", "dipper", 1.0), ("maze", "dipper", 10.0)]
+  sweep = [r for r in res["runs"] if r["sweep"]]
+  assert [(r["arm"], r["lam"], r.get("reused_from")) for r in sweep] == [
+      ("dipper", 0.0, "dipper_no_v"), ("dipper", 1.0, "dipper"), ("dipper", 10.0, None)]
+  assert [r["sweep"] for r in res["runs"][:2]] == [False, False]  # main rows stay main rows
