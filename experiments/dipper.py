@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import time
 
@@ -78,9 +79,15 @@ def run(task: str, arm: str, config: hrl.HRLConfig, seeds: int, ckpt: str | None
           "final": final, "wall_time_s": time.time() - start}
 
 
-KEYS = (("eval/success", "success"), ("eval/subgoal_distance", "subgoal dist"),
+KEYS = (("eval/success", "success"), ("train/success", "train success"),
+        ("eval/subgoal_distance", "subgoal dist"),
         ("eval/lower_q", "lower Q"), ("eval/subgoal_in_wall", "in wall"),
         ("eval/subgoal_step", "step length"))
+
+
+NOTE = ("Final 20% of iterations, mean ± std over seeds. Deterministic evaluation (mean "
+        "actions), except train success: the stochastic training episodes of the same "
+        "iterations.")
 
 
 def format_table(runs: list[dict]) -> str:
@@ -89,7 +96,8 @@ def format_table(runs: list[dict]) -> str:
   for r in runs:
     flat = r["arm"] == "flat"
     cells = [f"{r['final'][k]['mean']:.3g} ± {r['final'][k]['std']:.2g}"
-             if k in r["final"] and not (flat and k != "eval/success") else "" for k, _ in KEYS]
+             if k in r["final"] and not (flat and not k.endswith("/success")) else ""
+             for k, _ in KEYS]
     lam = "" if r["arm"] in ("flat", "hier") else f"{r['lam']:g}"
     lines.append(f"| {r['task']} | {r['arm']} | {lam} | " + " | ".join(cells) + " |")
   return "\n".join(lines)
@@ -228,7 +236,15 @@ def main(argv=None) -> dict:
   parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
   parser.add_argument("--no-sweep", action="store_true", help="skip the lambda sweep")
   parser.add_argument("--checkpoint-dir", default=None)
+  parser.add_argument("--report-only", action="store_true",
+                      help="rewrite summary.md and the figures from OUT/results.json")
   args = parser.parse_args(argv)
+  if args.report_only:
+    with open(os.path.join(args.out, "results.json")) as f:
+      result = json.load(f)
+    result["figures"] = plot(result["runs"], args.out)
+    write_results(args.out, "dipper", result, format_table(result["runs"]), NOTE)
+    return result
   scale, cfg = scale_config(args, CONFIGS)
   os.makedirs(args.out, exist_ok=True)
   jobs = [(t, a, None) for t in args.tasks for a in args.arms]
@@ -253,8 +269,7 @@ def main(argv=None) -> dict:
             "runs": runs, "wall_time_s": time.time() - start,
             "machine": machine()}
   result["figures"] = plot(runs, args.out)
-  write_results(args.out, "dipper", result, table,
-                "Final 20% of iterations, mean ± std over seeds (deterministic evaluation).")
+  write_results(args.out, "dipper", result, table, NOTE)
   return result
 
 

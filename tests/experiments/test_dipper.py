@@ -72,7 +72,8 @@ def test_sweep_reuses_main_arm_runs(tmp_path, monkeypatch):
     calls.append((task, arm, config.dipper.lam))
     hist = {"env_steps": [[1, 1], [2, 2]], "eval/success": [[0.1, 0.2], [0.3, 0.4]]}
     final = {k: {"mean": 0.5, "std": 0.1, "per_seed": [0.4, 0.6]}
-             for k in ("eval/success", "eval/subgoal_in_wall", "eval/subgoal_step")}
+             for k in ("eval/success", "train/success", "eval/subgoal_in_wall",
+                       "eval/subgoal_step")}
     return {"task": task, "arm": arm, "lam": config.dipper.lam, "history": hist,
             "final": final, "wall_time_s": 1.0}
 
@@ -86,3 +87,9 @@ def test_sweep_reuses_main_arm_runs(tmp_path, monkeypatch):
   assert [(r["arm"], r["lam"], r.get("reused_from")) for r in sweep] == [
       ("dipper", 0.0, "dipper_no_v"), ("dipper", 1.0, "dipper"), ("dipper", 10.0, None)]
   assert [r["sweep"] for r in res["runs"][:2]] == [False, False]  # main rows stay main rows
+  # --report-only rebuilds the summary from results.json without training anything.
+  (tmp_path / "summary.md").unlink()
+  again = dipper_exp.main(["--report-only", "--out", str(tmp_path)])
+  assert len(calls) == 3 and again["wall_time_s"] == res["wall_time_s"]
+  summary = (tmp_path / "summary.md").read_text()
+  assert "| train success |" in summary and summary.count("| maze | dipper |") == 4
