@@ -49,6 +49,18 @@ def test_claims_on_recorded_run():
   assert [r.held for r in rows] == [True, False, False, False]
 
 
+def test_claims_on_recorded_full_run():
+  result = json.loads((RESULTS / "dipper_full" / "results.json").read_text())
+  rows = check_claims(dipper_exp.claims(result))
+  # The README (full run, 5 seeds): on push DIPPER's subgoals are farther from where the low
+  # level ends and of lower Q than HIER's; its success beats HIER's in 4 of 5 seeds only;
+  # the value term changes nothing on either task; lambda 100 puts subgoals into walls.
+  assert [r.held for r in rows] == [False, False, False, False]
+  assert "dipper higher in 4/5" in rows[1].measured
+  reused = {r["lam"]: r["reused_from"] for r in result["runs"] if r.get("reused_from")}
+  assert reused == {0.0: "dipper_no_v", 1.0: "dipper"}
+
+
 def test_claims_without_runs():
   rows = dipper_exp.claims({"scale": "smoke", "runs": []})
   assert len(rows) == 4 and all(r.held is None and r.measured for r in rows)
