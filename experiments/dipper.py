@@ -1,6 +1,7 @@
 """DIPPER vs FLAT, HIER and DIPPER without V on PointMaze and PointPush, and a lambda sweep.
 
     python -m experiments.dipper [--quick] [--out DIR] [--seeds S] [--checkpoint-dir DIR]
+    python -m experiments.dipper --report-only --out DIR   # summary and figures again
 
 All arms see the same number of environment steps per task. Logged after
 every iteration (deterministic evaluation): success rate, subgoal distance
@@ -251,8 +252,9 @@ def main(argv=None) -> dict:
   if not args.no_sweep and "maze" in args.tasks:
     jobs += [("maze", "dipper", lam) for lam in cfg["lams"]]
   start = time.time()
-  runs, done = [], {}  # done: (task, config) -> run, so a swept lambda equal to a main
-  for task, arm, lam in tqdm(jobs, desc="dipper", unit="run"):  # arm's is not trained twice
+  # done: (task, config) -> run; a swept lambda equal to a main arm's reuses that run.
+  runs, done = [], {}
+  for task, arm, lam in tqdm(jobs, desc="dipper", unit="run"):
     name = f"{task}_{arm}" + ("" if lam is None else f"_lam{lam:g}")
     ckpt = os.path.join(os.path.abspath(args.checkpoint_dir), name) if args.checkpoint_dir else None
     config = hrl_config(arm, task, cfg, lam)
