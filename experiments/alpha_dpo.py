@@ -61,9 +61,9 @@ from tqdm.auto import tqdm
 
 from experiments.common import Claim, machine, scale_config, shard_seeds, write_results
 from jaxlab.models import ddpm
+from jaxlab.nn import Net
 from jaxlab.preference import alpha_dpo
 from jaxlab.preference.alpha_dpo import LossParams
-from jaxlab.rl.networks import Net
 
 METHODS = {  # name -> FinetuneConfig fields that differ between methods
     "Diffusion-DPO": dict(loss="dpo"),

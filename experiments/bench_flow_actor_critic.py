@@ -31,8 +31,8 @@ import numpy as np
 
 from experiments.common import Ratio
 from jaxlab import envs
+from jaxlab.core.rng import split_key_data as split
 from jaxlab.rl.agents import FACAgent, FACConfig
-from jaxlab.rl.agents.common import split
 from jaxlab.rl.train import Carry, check_dataset, sample_batch
 
 

@@ -12,7 +12,7 @@ document chain mixed with one shared chain) with ``optax.adamw``.
    For each configuration the TREC (loss of the final weights on every
    training batch, mean over seeds) is compared with
 
-   * ``ema``: the pure AdamW-EMA prediction ``-c_t / max c`` (``jaxlab.trec``);
+   * ``ema``: the pure AdamW-EMA prediction ``-c_t / max c`` (``jaxlab.dynamics.trec``);
    * ``calibrated``: the same with an extra interference forgetting rate
      ``phi`` fitted on one configuration (constant schedule, largest tau) and
      used unchanged for all others.
@@ -51,7 +51,7 @@ from scipy import stats
 from tqdm.auto import tqdm
 
 from experiments.common import Claim, machine, scale_config, shard_seeds, write_results
-from jaxlab import trec
+from jaxlab.dynamics import trec
 from jaxlab.models import markov_text as mt
 from jaxlab.models import transformer as tfm
 

@@ -59,7 +59,8 @@ import optax
 from flax import nnx
 from jax.flatten_util import ravel_pytree
 
-from jaxlab.rl.networks import Net
+from jaxlab.core.checks import check_int
+from jaxlab.nn import Net
 
 SCHEDULES = ("linear", "cosine")
 
@@ -76,11 +77,6 @@ class Schedule(NamedTuple):
     return self.betas.shape[0]
 
 
-def _check_steps(num_steps: Any) -> None:
-  if not isinstance(num_steps, int) or isinstance(num_steps, bool) or num_steps < 1:
-    raise ValueError(f"num_steps must be a positive int, got {num_steps!r}")
-
-
 def linear_betas(num_steps: int, beta_start: float = 1e-4, beta_end: float = 0.02) -> jax.Array:
   """Ho et al.'s linear schedule ``beta_t`` from ``beta_start`` to ``beta_end``.
 
@@ -95,7 +91,7 @@ def linear_betas(num_steps: int, beta_start: float = 1e-4, beta_end: float = 0.0
   Returns:
     ``(T,)`` float32 betas.
   """
-  _check_steps(num_steps)
+  check_int(num_steps, "num_steps", lo=1)
   if not 0.0 < beta_start <= beta_end < 1.0:
     raise ValueError("need 0 < beta_start <= beta_end < 1, got "
                      f"beta_start={beta_start}, beta_end={beta_end}")
@@ -116,7 +112,7 @@ def cosine_betas(num_steps: int, s: float = 0.008, max_beta: float = 0.999) -> j
   Returns:
     ``(T,)`` float32 betas.
   """
-  _check_steps(num_steps)
+  check_int(num_steps, "num_steps", lo=1)
   if not 0.0 < max_beta <= 1.0 or s < 0:
     raise ValueError(f"need 0 < max_beta <= 1 and s >= 0, got max_beta={max_beta}, s={s}")
   f = lambda u: math.cos((u / num_steps + s) / (1 + s) * math.pi / 2) ** 2

@@ -1,7 +1,7 @@
 r"""Synthetic text: documents from random sparse Markov chains, generated offline from a key.
 
 Built so that a model's memory of *which* batches it saw can be measured at a
-tiny scale (training re-evaluation curves, :mod:`jaxlab.trec`). Every training
+tiny scale (training re-evaluation curves, :mod:`jaxlab.dynamics.trec`). Every training
 step draws its own *document*: a random sparse bigram chain ``D_t`` over
 ``vocab_size`` tokens (each token has ``branching`` successors with
 ``Dirichlet(1)`` weights). Each next token comes from a mixture of that

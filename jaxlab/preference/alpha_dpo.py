@@ -96,27 +96,22 @@ import numpy as np
 import optax
 from jax.flatten_util import ravel_pytree
 
+from jaxlab.core.checks import check_range, concrete
 from jaxlab.models.ddpm import Schedule, per_sample_eps_error
-from jaxlab.rl.networks import Net
+from jaxlab.nn import Net
 
 LOSSES = ("dpo", "alpha", "alpha_dynamic")
 _EXPREL_EPS = 1e-4  # below: exprel by its series
 _SERIES_X = 1e-2  # below: the expm1 form of (p^alpha - p) / (alpha - 1)
 
 
-def _is_concrete(x: Any) -> bool:
-  return not isinstance(x, jax.core.Tracer)
-
-
 def _check_beta(beta: Any) -> None:
-  if _is_concrete(beta) and not np.all(np.asarray(beta) > 0):
-    raise ValueError(f"beta must be > 0, got {beta}")
+  check_range(beta, "beta", lo=0.0, lo_open=True, scalar=False)
 
 
 def _check_alpha(alpha: Any, name: str = "alpha") -> None:
-  # only concrete values are checked: a dynamic alpha is traced
-  if _is_concrete(alpha) and not np.all(np.asarray(alpha) > 0):
-    raise ValueError(f"{name} must be > 0 (alpha = 1 is the KL limit), got {alpha}")
+  # only concrete values are checked: a dynamic alpha is traced (alpha = 1 is the KL limit)
+  check_range(alpha, name, lo=0.0, lo_open=True, scalar=False)
 
 
 def _check_errors(*errors: jax.Array) -> None:
@@ -203,9 +198,8 @@ def dynamic_alpha(z: jax.Array, alpha0: jax.Array | float, step: jax.Array | int
     Scalar alpha (no gradient flows through it).
   """
   _check_alpha(alpha0, "alpha0")
-  if _is_concrete(warmup_steps) and (not np.issubdtype(np.asarray(warmup_steps).dtype,
-                                                       np.integer)
-                                     or np.any(np.asarray(warmup_steps) < 0)):
+  steps = concrete(warmup_steps, "warmup_steps")
+  if steps is not None and (not np.issubdtype(steps.dtype, np.integer) or np.any(steps < 0)):
     raise ValueError(f"warmup_steps must be an integer >= 0, got {warmup_steps!r}")
   adaptive = alpha0 * jnp.mean(jax.nn.sigmoid(z))
   return jax.lax.stop_gradient(jnp.where(step < warmup_steps, alpha0, adaptive))

@@ -30,8 +30,8 @@ import numpy as np
 import optax
 from flax import nnx
 
+from jaxlab.nn import MLP, Net
 from jaxlab.preference.ttm import PseudoMatch
-from jaxlab.rl.networks import MLP, Net
 
 LEFT_OF = 10  # token id of the relation; digits are tokens 0-9
 VOCAB = 11

@@ -36,10 +36,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxlab.rl.agents.common import split
+from jaxlab.core.rng import split_key_data as split
 from jaxlab.rl.agents.dipper import DipperConfig, DipperHigh, preference_labels, window_scores
 from jaxlab.rl.agents.gcsac import SACAgent, SACConfig
-from jaxlab.rl.chunks import run_chunks
+from jaxlab.training.chunks import run_chunks
 
 AGENTS = ("flat", "hier", "dipper")
 

@@ -9,8 +9,8 @@ import pytest
 from flax import nnx
 from scipy.stats import multivariate_normal
 
-from jaxlab.rl import flows
-from jaxlab.rl.networks import Net, VelocityField
+from jaxlab.nn import Net, flows
+from jaxlab.rl.networks import VelocityField
 
 SIGMA = 0.5
 W = jnp.array([[0.5, -1.0], [0.3, 0.8], [0.0, 0.2]])  # obs (3) -> mean (2)

@@ -6,7 +6,7 @@ import numpy as np
 import optax
 import pytest
 
-from jaxlab import trec
+from jaxlab.dynamics import trec
 
 T = 40
 
@@ -122,21 +122,6 @@ def test_moving_average():
   np.testing.assert_allclose(trec.moving_average(x, 1), x)
 
 
-def test_schedules():
-  n, peak = 100, 0.5
-  const = np.asarray(trec.lr_schedule("constant", n, peak, warmup_fraction=0.1))
-  cos = np.asarray(trec.lr_schedule("cosine", n, peak, warmup_fraction=0.1))
-  wsd = np.asarray(trec.lr_schedule("wsd", n, peak, warmup_fraction=0.1, decay_fraction=0.2))
-  for s in (const, cos, wsd):
-    assert s.shape == (n,) and s[0] == 0.0 and s.max() == pytest.approx(peak)
-    np.testing.assert_allclose(s[:10], np.arange(10) * peak / 10, rtol=1e-6)
-  np.testing.assert_allclose(const[10:], peak)
-  assert np.all(np.diff(cos[10:]) <= 0) and cos[-1] < 1e-3
-  np.testing.assert_allclose(wsd[10:80], peak)
-  np.testing.assert_allclose(wsd[80:], peak * np.arange(20, 0, -1) / 20, rtol=1e-5)
-  np.testing.assert_allclose(trec.lr_schedule("constant", 5, 0.1), 0.1)  # no warmup
-
-
 def test_measured_curve_is_the_loss_of_the_final_weights_per_batch():
   params, batches, loss_fn = _problem()
   expected = [float(loss_fn(params, y)) for y in batches]
@@ -178,11 +163,5 @@ def test_bad_options():
     trec.predict_trec(lrs, 0.1, forgetting=-1.0)
   with pytest.raises(ValueError, match="length"):
     trec.best_window(lrs, 0.1, 11)
-  with pytest.raises(ValueError, match="kind"):
-    trec.lr_schedule("step", 10, 0.1)
-  with pytest.raises(ValueError, match="peak_lr"):
-    trec.lr_schedule("wsd", 10, 0.0)
-  with pytest.raises(ValueError, match="warmup_fraction \\+ decay_fraction"):
-    trec.lr_schedule("wsd", 10, 0.1, warmup_fraction=0.6, decay_fraction=0.6)
   with pytest.raises(ValueError, match="window"):
     trec.moving_average(np.ones(5), 0)
