@@ -1,5 +1,6 @@
-"""Optimization dynamics: what gradient descent does at large steps (:mod:`~jaxlab.dynamics.factorization`)
-and what AdamW's final weights remember of each batch (:mod:`~jaxlab.dynamics.trec`)."""
+"""Optimization dynamics: what gradient descent does at large steps
+(:mod:`~jaxlab.dynamics.factorization`) and what AdamW's final weights remember
+of each batch (:mod:`~jaxlab.dynamics.trec`)."""
 
 from jaxlab.dynamics import factorization, trec
 from jaxlab.dynamics.factorization import (
