@@ -46,7 +46,6 @@ its devices. Writes ``results.json``, ``summary.md``, ``reward_vs_flip.png``,
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 from collections.abc import Callable
@@ -59,7 +58,13 @@ import numpy as np
 from flax import nnx
 from tqdm.auto import tqdm
 
-from experiments.common import Claim, machine, scale_config, shard_seeds, write_results
+from experiments.common import (
+    Claim,
+    ExperimentCLI,
+    machine,
+    shard_seeds,
+    write_results,
+)
 from jaxlab.models import ddpm
 from jaxlab.nn import Net
 from jaxlab.preference import alpha_dpo
@@ -513,17 +518,23 @@ def _plot_digit_samples(res: dict, flips: tuple[float, ...], out: str, per_row: 
   return "samples_digits.png"
 
 
+def cli() -> ExperimentCLI:
+  """The command line: every field of ``CONFIGS``; ``--tasks`` selects task names, so the
+  per-task settings dict is ``--task_settings`` (a dict literal merged into the scale's)."""
+  cli = ExperimentCLI(__doc__, CONFIGS, out="results/alpha_dpo",
+                      quick_help="2-D mixture only, 3 seeds, 2 betas: 2-4 min on 2 cores",
+                      flags={"tasks": "task_settings"},
+                      helps={"seeds": "seeds (each pretrains its own)",
+                             "flips": "fractions of preference labels flipped",
+                             "tasks": "task name -> its settings",
+                             "extra_tasks": "tasks run only when named with --tasks"})
+  cli.parser.add_argument("--tasks", nargs="+", default=None, choices=list(TASKS),
+                          help="a subset of the scale's tasks (default: all of them)")
+  return cli
+
+
 def main(argv=None) -> dict:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--quick", action="store_true",
-                      help="2-D mixture only, 3 seeds, 2 betas: 2-4 min on 2 cores")
-  parser.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)  # tests only
-  parser.add_argument("--out", default="results/alpha_dpo")
-  parser.add_argument("--seeds", type=int, default=None, help="seeds (each pretrains its own)")
-  parser.add_argument("--tasks", nargs="+", default=None, choices=list(TASKS),
-                      help="a subset of the scale's tasks (default: all of them)")
-  args = parser.parse_args(argv)
-  scale, cfg = scale_config(args, CONFIGS)
+  args, scale, cfg = cli().parse(argv)
   if args.tasks:
     available = {**cfg["tasks"], **cfg.pop("extra_tasks", {})}
     missing = [t for t in args.tasks if t not in available]

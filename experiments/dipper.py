@@ -16,7 +16,6 @@ lambda trivial ones. Writes ``results.json``, ``summary.md``,
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
@@ -27,7 +26,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from tqdm.auto import tqdm
 
-from experiments.common import Claim, machine, scale_config, shard_seeds, write_results
+from experiments.common import Claim, ExperimentCLI, machine, shard_seeds, write_results
 from jaxlab import envs
 from jaxlab.rl import hrl
 from jaxlab.rl.agents.dipper import DipperConfig
@@ -227,26 +226,29 @@ def claims(result: dict) -> list[Claim]:
   ]
 
 
+def cli() -> ExperimentCLI:
+  """The command line: every field of ``CONFIGS`` and the run's selections."""
+  cli = ExperimentCLI(__doc__, CONFIGS, out="results/dipper",
+                      quick_help="smoke scale, < 15 min on 2 cores",
+                      helps={"lams": "the lambda sweep (maze, DIPPER)",
+                             "lam": "DIPPER's lambda in the main arms"})
+  cli.parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
+  cli.parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
+  cli.parser.add_argument("--no-sweep", action="store_true", help="skip the lambda sweep")
+  cli.parser.add_argument("--checkpoint-dir", default=None)
+  cli.parser.add_argument("--report-only", action="store_true",
+                          help="rewrite summary.md and the figures from OUT/results.json")
+  return cli
+
+
 def main(argv=None) -> dict:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--quick", action="store_true", help="smoke scale, < 15 min on 2 cores")
-  parser.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)  # tests only
-  parser.add_argument("--out", default="results/dipper")
-  parser.add_argument("--seeds", type=int, default=None)
-  parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
-  parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
-  parser.add_argument("--no-sweep", action="store_true", help="skip the lambda sweep")
-  parser.add_argument("--checkpoint-dir", default=None)
-  parser.add_argument("--report-only", action="store_true",
-                      help="rewrite summary.md and the figures from OUT/results.json")
-  args = parser.parse_args(argv)
+  args, scale, cfg = cli().parse(argv)
   if args.report_only:
     with open(os.path.join(args.out, "results.json")) as f:
       result = json.load(f)
     result["figures"] = plot(result["runs"], args.out)
     write_results(args.out, "dipper", result, format_table(result["runs"]), NOTE)
     return result
-  scale, cfg = scale_config(args, CONFIGS)
   os.makedirs(args.out, exist_ok=True)
   jobs = [(t, a, None) for t in args.tasks for a in args.arms]
   if not args.no_sweep and "maze" in args.tasks:

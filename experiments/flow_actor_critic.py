@@ -22,7 +22,6 @@ mujoco environment is not evaluated inside the scan). Writes
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 import time
@@ -32,7 +31,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from tqdm.auto import tqdm
 
-from experiments.common import Claim, machine, scale_config, shard_seeds, write_results
+from experiments.common import Claim, ExperimentCLI, machine, shard_seeds, write_results
 from jaxlab import envs
 from jaxlab.rl.agents import FACAgent, FACConfig, FQLAgent, FQLConfig, unregularized
 from jaxlab.rl.train import TrainConfig, make_train
@@ -193,19 +192,20 @@ def claims(result: dict) -> list[Claim]:
   ]
 
 
+def cli() -> ExperimentCLI:
+  """The command line: every field of ``CONFIGS`` and the run's selections."""
+  cli = ExperimentCLI(__doc__, CONFIGS, out="results/flow_actor_critic",
+                      quick_help="smoke scale, < 10 min on 2 cores")
+  cli.parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
+  cli.parser.add_argument("--ogbench-dataset", default=None,
+                          help="an OGBench pointmaze .npz (experiments.make_ogbench_data)")
+  cli.parser.add_argument("--checkpoint-dir", default=None,
+                          help="orbax checkpoints per arm; rerun with the same flag to resume")
+  return cli
+
+
 def main(argv=None) -> dict:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--quick", action="store_true", help="smoke scale, < 10 min on 2 cores")
-  parser.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)  # tests only
-  parser.add_argument("--out", default="results/flow_actor_critic")
-  parser.add_argument("--seeds", type=int, default=None)
-  parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
-  parser.add_argument("--ogbench-dataset", default=None,
-                      help="an OGBench pointmaze .npz (experiments.make_ogbench_data)")
-  parser.add_argument("--checkpoint-dir", default=None,
-                      help="orbax checkpoints per arm; rerun with the same flag to resume")
-  args = parser.parse_args(argv)
-  scale, cfg = scale_config(args, CONFIGS)
+  args, scale, cfg = cli().parse(argv)
   os.makedirs(args.out, exist_ok=True)
   start = time.time()
   tasks = [("multigoal_point", envs.make_dataset(jax.random.key(1234), cfg["episodes"]), True)]

@@ -36,7 +36,6 @@ on GPU/TPU (a custom call XLA does not partition) or as a sequential
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import time
@@ -47,7 +46,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from tqdm.auto import tqdm
 
-from experiments.common import Claim, machine, scale_config, write_results
+from experiments.common import Claim, ExperimentCLI, machine, write_results
 from jaxlab.dynamics import factorization as F
 
 Y = 1.0
@@ -306,14 +305,15 @@ def claims(result: dict) -> list[Claim]:
   return rows
 
 
+def cli() -> ExperimentCLI:
+  """The command line: every field of ``CONFIGS``."""
+  return ExperimentCLI(__doc__, CONFIGS, out="results/fractal_gd",
+                       quick_help="384 x 384 maps, about 3 min on 2 cores",
+                       helps={"seeds": "random slices per map"})
+
+
 def main(argv=None) -> dict:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--quick", action="store_true", help="384 x 384 maps, about 3 min on 2 cores")
-  parser.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)  # tests only
-  parser.add_argument("--out", default="results/fractal_gd")
-  parser.add_argument("--seeds", type=int, default=None, help="random slices per map")
-  args = parser.parse_args(argv)
-  scale, cfg = scale_config(args, CONFIGS)
+  args, scale, cfg = cli().parse(argv)
   os.makedirs(args.out, exist_ok=True)
   start = time.time()
   total = (len(MAP_LAMS) * len(cfg["map_fracs"]) * cfg["seeds"]

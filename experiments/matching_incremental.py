@@ -30,7 +30,6 @@ size and metric, so there is no vmapped seed axis to split.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import time
@@ -40,7 +39,7 @@ import numpy as np
 import scipy.optimize
 from tqdm.auto import tqdm
 
-from experiments.common import Claim
+from experiments.common import Claim, ExperimentCLI
 from jaxlab import matching as M
 from jaxlab.matching.instances import FAMILIES, make
 
@@ -295,26 +294,23 @@ CONFIGS = {
 }
 
 
+def cli() -> ExperimentCLI:
+  """The command line: every field of ``CONFIGS`` (``--instances`` takes a literal list of
+  ``(family, n)`` pairs) and the run's selections."""
+  cli = ExperimentCLI(__doc__, CONFIGS, out="results/matching_incremental",
+                      quick_help="n up to 2,000 (minutes on 2 cores)",
+                      choices={"algorithms": list(ALGORITHMS)},
+                      helps={"instances": "(family, n) pairs"})
+  cli.parser.add_argument("--families", nargs="+", default=None, choices=list(FAMILIES),
+                          help="only these instance families (default: all of the scale's)")
+  cli.parser.add_argument("--fresh", action="store_true",
+                          help="ignore instances already finished under OUT/runs/ (default: "
+                               "resume)")
+  return cli
+
+
 def main(argv=None) -> dict:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--quick", action="store_true", help="n up to 2,000 (minutes on 2 cores)")
-  parser.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)  # tests only
-  parser.add_argument("--out", default="results/matching_incremental")
-  parser.add_argument("--seeds", type=int, default=None)
-  parser.add_argument("--algorithms", nargs="+", default=None, choices=list(ALGORITHMS))
-  parser.add_argument("--families", nargs="+", default=None, choices=list(FAMILIES),
-                      help="only these instance families (default: all of the scale's)")
-  parser.add_argument("--fresh", action="store_true",
-                      help="ignore instances already finished under OUT/runs/ (default: resume)")
-  args = parser.parse_args(argv)
-  scale = "smoke" if args.smoke else "quick" if args.quick else "full"
-  cfg = dict(CONFIGS[scale])
-  if args.seeds is not None:
-    if args.seeds < 1:
-      raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
-    cfg["seeds"] = args.seeds
-  if args.algorithms:
-    cfg["algorithms"] = args.algorithms
+  args, scale, cfg = cli().parse(argv)
   if args.families:
     cfg["instances"] = [(f, n) for f, n in cfg["instances"] if f in args.families]
   os.makedirs(args.out, exist_ok=True)

@@ -30,7 +30,6 @@ prints the summary table.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -44,7 +43,7 @@ import numpy as np
 import optax
 from tqdm.auto import tqdm
 
-from experiments.common import Claim, shard_seeds
+from experiments.common import Claim, ExperimentCLI, shard_seeds
 from jaxlab.optim import quantize_params, quantized_adam, quantized_muon
 from jaxlab.optim.problems import (
     DATASETS,
@@ -538,23 +537,19 @@ CONFIGS = {
 }
 
 
+def cli() -> ExperimentCLI:
+  """The command line: every field of ``CONFIGS`` plus the MLP's dataset."""
+  data = dict(dataset="digits", max_examples=None)
+  return ExperimentCLI(
+      __doc__, {scale: dict(c, **data) for scale, c in CONFIGS.items()},
+      out="results/quant_optim", quick_help="smoke scale (< 5 min on 2 cores)",
+      types={"max_examples": int | None}, choices={"dataset": DATASETS},
+      helps={"dataset": "MLP data; mnist/cifar10 need TFDS data prepared locally",
+             "max_examples": "cap per TFDS split", "seeds": "seeds per setting"})
+
+
 def main(argv: list[str] | None = None) -> dict:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--quick", action="store_true", help="smoke scale (< 5 min on 2 cores)")
-  parser.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)  # tests only
-  parser.add_argument("--out", default="results/quant_optim", help="output folder")
-  parser.add_argument("--dataset", default="digits", choices=DATASETS,
-                      help="MLP data; mnist/cifar10 need TFDS data prepared locally")
-  parser.add_argument("--max-examples", type=int, default=None, help="cap per TFDS split")
-  parser.add_argument("--seeds", type=int, default=None, help="override the number of seeds")
-  args = parser.parse_args(argv)
-  scale = "smoke" if args.smoke else "quick" if args.quick else "full"
-  cfg = dict(CONFIGS[scale], dataset=args.dataset,
-             max_examples=args.max_examples)
-  if args.seeds is not None:
-    if args.seeds < 1:
-      raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
-    cfg["seeds"] = args.seeds
+  args, scale, cfg = cli().parse(argv)
   os.makedirs(args.out, exist_ok=True)
   start = time.time()
 

@@ -56,7 +56,6 @@ report rows. Writes ``results.json``, ``summary.md``, ``accuracy.png`` and
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 from typing import NamedTuple
@@ -67,7 +66,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from tqdm.auto import tqdm
 
-from experiments.common import Claim, machine, scale_config, shard_seeds, write_results
+from experiments.common import Claim, ExperimentCLI, machine, shard_seeds, write_results
 from jaxlab.preference import recouple as rc
 
 N_CAUSAL, SPURIOUS, N_FEATURES = 4, 4, 8
@@ -396,14 +395,15 @@ def plot(settings: list[dict], cfg: dict, out: str) -> None:
   plt.close(fig)
 
 
+def cli() -> ExperimentCLI:
+  """The command line: every field of ``CONFIGS``."""
+  return ExperimentCLI(__doc__, CONFIGS, out="results/recouple",
+                       quick_help="two settings, 3 seeds, ~3 min",
+                       helps={"seeds": "seeds per setting and method"})
+
+
 def main(argv=None) -> dict:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--quick", action="store_true", help="two settings, 3 seeds, ~3 min")
-  parser.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)  # tests only
-  parser.add_argument("--out", default="results/recouple")
-  parser.add_argument("--seeds", type=int, default=None, help="seeds per setting and method")
-  args = parser.parse_args(argv)
-  scale, cfg = scale_config(args, CONFIGS)
+  args, scale, cfg = cli().parse(argv)
   os.makedirs(args.out, exist_ok=True)
   start = time.time()
   geo = geometry()

@@ -26,7 +26,6 @@ several devices the experiments that vmap over seeds split them over the devices
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import glob
 import importlib
@@ -42,7 +41,7 @@ from typing import NamedTuple
 
 from tqdm.auto import tqdm
 
-from experiments.common import check_claims
+from experiments.common import ExperimentCLI, check_claims
 
 
 class Entry(NamedTuple):
@@ -251,22 +250,27 @@ def format_report(report: dict) -> str:
   return "\n".join(lines) + "\n"
 
 
+def cli() -> ExperimentCLI:
+  """The command line: the run's settings (the same at every scale: ``--quick`` and ``--smoke``
+  select the experiments' scale) and ``--report-only``."""
+  settings = dict(only=None, timeout=None)
+  cli = ExperimentCLI(
+      __doc__, {"full": settings, "quick": settings, "smoke": settings}, out="results/run_all",
+      quick_help="each experiment's --quick setting",
+      types={"only": list[str] | None, "timeout": float | None},
+      choices={"only": [e.module for e in ENTRIES]},
+      helps={"only": "run only these experiments (module names)",
+             "timeout": "seconds allowed per experiment or benchmark (default: none)"})
+  cli.parser.add_argument("--report-only", action="store_true",
+                          help="run nothing: rebuild REPORT.md from DIR/report.json and the "
+                               "results saved under DIR (after changing a claims() function)")
+  return cli
+
+
 def main(argv: list[str] | None = None) -> dict:
   """Runs the selected experiments and writes ``REPORT.md`` and ``report.json``."""
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--quick", action="store_true",
-                      help="each experiment's --quick setting")
-  parser.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)  # tests only
-  parser.add_argument("--out", default="results/run_all")
-  parser.add_argument("--only", nargs="+", default=None, metavar="MODULE",
-                      choices=[e.module for e in ENTRIES],
-                      help="run only these experiments (module names)")
-  parser.add_argument("--timeout", type=float, default=None,
-                      help="seconds allowed per experiment or benchmark (default: none)")
-  parser.add_argument("--report-only", action="store_true",
-                      help="run nothing: rebuild REPORT.md from DIR/report.json and the "
-                           "results saved under DIR (after changing a claims() function)")
-  args = parser.parse_args(argv)
+  args, scale, cfg = cli().parse(argv)
+  args.only, args.timeout = cfg["only"], cfg["timeout"]
   if args.report_only:
     with open(os.path.join(args.out, "report.json")) as f:
       report = json.load(f)
@@ -274,7 +278,6 @@ def main(argv: list[str] | None = None) -> dict:
     return _write_report(report, args.out)
   if args.timeout is not None and args.timeout <= 0:
     raise ValueError(f"--timeout must be > 0 seconds, got {args.timeout}")
-  scale = "smoke" if args.smoke else "quick" if args.quick else "full"
   entries = [e for e in ENTRIES if args.only is None or e.module in args.only]
   os.makedirs(args.out, exist_ok=True)
   start = time.time()

@@ -38,7 +38,6 @@ multi-device host splits them over its devices (seeds run one after another).
 
 from __future__ import annotations
 
-import argparse
 import functools
 import os
 import time
@@ -50,7 +49,7 @@ import numpy as np
 from scipy import stats
 from tqdm.auto import tqdm
 
-from experiments.common import Claim, machine, scale_config, shard_seeds, write_results
+from experiments.common import Claim, ExperimentCLI, machine, shard_seeds, write_results
 from jaxlab.dynamics import trec
 from jaxlab.models import markov_text as mt
 from jaxlab.models import transformer as tfm
@@ -437,14 +436,15 @@ def curriculum_phase(cfg: dict, items: tuple, phi: float, bar: tqdm) -> tuple[di
   return windows, results, example_trecs
 
 
+def cli() -> ExperimentCLI:
+  """The command line: every field of ``CONFIGS`` and of ``COMMON`` (shared by the scales)."""
+  return ExperimentCLI(__doc__, {scale: {**COMMON, **c} for scale, c in CONFIGS.items()},
+                       out="results/trec", quick_help="small scale, ~4 min on 2 cores",
+                       helps={"seeds": "curriculum seeds"})
+
+
 def main(argv=None) -> dict:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--quick", action="store_true", help="small scale, ~4 min on 2 cores")
-  parser.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)  # tests only
-  parser.add_argument("--out", default="results/trec")
-  parser.add_argument("--seeds", type=int, default=None, help="curriculum seeds")
-  args = parser.parse_args(argv)
-  scale, cfg = scale_config(args, CONFIGS)
+  args, scale, cfg = cli().parse(argv)
   cfg = {**COMMON, **cfg}
   items = tuple(sorted(cfg.items()))  # hashable: a static argument of the jitted runs
   os.makedirs(args.out, exist_ok=True)

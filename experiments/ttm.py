@@ -21,7 +21,6 @@ devices. :func:`claims` gives the report rows. Writes ``results.json``,
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 
@@ -31,7 +30,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from tqdm.auto import tqdm
 
-from experiments.common import Claim, machine, scale_config, write_results
+from experiments.common import Claim, ExperimentCLI, machine, write_results
 from jaxlab.preference import digit_pairs as D
 from jaxlab.preference import ttm
 
@@ -184,14 +183,14 @@ def plot(runs: list[dict], rows: list[dict], noises, out: str) -> list[str]:
   return ["rounds.png", "scores.png"]
 
 
+def cli() -> ExperimentCLI:
+  """The command line: every field of ``CONFIGS``."""
+  return ExperimentCLI(__doc__, CONFIGS, out="results/ttm",
+                       quick_help="3 seeds, 5 rounds: minutes on a CPU")
+
+
 def main(argv=None) -> dict:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--quick", action="store_true", help="3 seeds, 5 rounds: minutes on a CPU")
-  parser.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)  # tests only
-  parser.add_argument("--out", default="results/ttm")
-  parser.add_argument("--seeds", type=int, default=None)
-  args = parser.parse_args(argv)
-  scale, cfg = scale_config(args, CONFIGS)
+  args, scale, cfg = cli().parse(argv)
   os.makedirs(args.out, exist_ok=True)
   start = time.time()
   data = D.load_split(seed=0)
