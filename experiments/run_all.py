@@ -17,7 +17,7 @@ instances, which that experiment resumes from ``DIR/matching_incremental/runs/``
 (use a new ``DIR`` to re-measure their times).
 
 Scales: ``--quick`` runs each experiment's ``--quick`` setting (see
-``docs/results/run_all_quick/REPORT.md`` for its wall time on 2 CPU cores);
+``docs/results/run_all/quick/REPORT.md`` for its wall time on 2 CPU cores);
 without it, the full runs the README's tables come from (hours on CPU).
 ``--smoke`` (tests only) runs each at its smallest setting. On a host with
 several devices the experiments that vmap over seeds split them over the devices

@@ -44,7 +44,7 @@ def test_smoke_run(tmp_path, capsys, monkeypatch):
 
 
 def test_claims_on_the_recorded_quick_run():
-  result = json.loads((ROOT / "docs/results/matching_incremental/results.json").read_text())
+  result = json.loads((ROOT / "docs/results/matching_incremental/quick/results.json").read_text())
   rows = matching_incremental.claims(result)
   _check_claims(rows)
   # The README's verdicts for this run: within 1-3% of OPT on every family; far below
@@ -55,7 +55,7 @@ def test_claims_on_the_recorded_quick_run():
 
 
 def test_ratios_on_the_recorded_bench():
-  result = json.loads((ROOT / "docs/results/bench_matching/results.json").read_text())
+  result = json.loads((ROOT / "docs/results/matching_incremental/bench/results.json").read_text())
   rows = bench_matching.ratios(result)
   assert len(rows) == 8  # numpy anchor at n = 1000 and 2000 only
   for row in rows:
