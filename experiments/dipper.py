@@ -244,7 +244,7 @@ def main(argv=None) -> dict:
     with open(os.path.join(args.out, "results.json")) as f:
       result = json.load(f)
     result["figures"] = plot(result["runs"], args.out)
-    write_results(args.out, "dipper", result, format_table(result["runs"]), NOTE)
+    write_results(args.out, "dipper", result, format_table(result["runs"]), NOTE, new_run=False)
     return result
   scale, cfg = scale_config(args, CONFIGS)
   os.makedirs(args.out, exist_ok=True)
@@ -271,7 +271,7 @@ def main(argv=None) -> dict:
             "runs": runs, "wall_time_s": time.time() - start,
             "machine": machine()}
   result["figures"] = plot(runs, args.out)
-  write_results(args.out, "dipper", result, table, NOTE)
+  write_results(args.out, "dipper", result, table, NOTE, argv=argv)
   return result
 
 

@@ -226,7 +226,7 @@ def main(argv=None) -> dict:
             "machine": machine()}
   result["figures"] = plot(runs, args.out)
   write_results(args.out, "flow_actor_critic", result, table,
-                "Final chunk, mean ± std over seeds.")
+                "Final chunk, mean ± std over seeds.", argv=argv)
   return result
 
 

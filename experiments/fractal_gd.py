@@ -334,7 +334,7 @@ def main(argv=None) -> dict:
   write_results(args.out, "fractal_gd", result, table,
                 f"y = {Y}, u, v in R^{DIM}; maps on random slices through the origin, "
                 f"radius {cfg['radius']}, {cfg['resolution']}^2 starts, "
-                f"max {cfg['max_steps']} GD steps.")
+                f"max {cfg['max_steps']} GD steps.", argv=argv)
   return result
 
 

@@ -40,7 +40,7 @@ import numpy as np
 import scipy.optimize
 from tqdm.auto import tqdm
 
-from experiments.common import Claim
+from experiments.common import Claim, save_json
 from jaxlab import matching as M
 from jaxlab.matching.instances import FAMILIES, make
 
@@ -330,8 +330,7 @@ def main(argv=None) -> dict:
             "compute_time_s": sum(a["time_s"] for r in runs for a in r["algorithms"].values()),
             "machine": {"backend": jax.default_backend(), "jax": jax.__version__}}
   result["figures"] = plot(runs, args.out)
-  with open(os.path.join(args.out, "results.json"), "w") as f:
-    json.dump(result, f, indent=1)
+  result = save_json(os.path.join(args.out, "results.json"), result, "matching_incremental", argv)
   with open(os.path.join(args.out, "summary.md"), "w") as f:
     f.write(f"# matching_incremental ({scale}), {result['wall_time_s']:.0f} s "
             f"({result['compute_time_s']:.0f} s of algorithm time in its instances)\n\n"

@@ -435,7 +435,7 @@ def main(argv=None) -> dict:
                 "feature as in training / reversed / independent; clean: unconfounded training "
                 "tasks; new_*: the held-out task (spurious independent) before and after "
                 f"{cfg['few_shot_steps']} fine-tuning steps on {cfg['few_shot_pairs']} of its "
-                "pairs. Paired rows: per-seed difference to Bradley-Terry.")
+                "pairs. Paired rows: per-seed difference to Bradley-Terry.", argv=argv)
   return result
 
 

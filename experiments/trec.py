@@ -473,7 +473,7 @@ def main(argv=None) -> dict:
           f"Curriculum: WSD, tau = {cfg['curriculum_tau_frac']:g} T, {cfg['seeds']} seeds; "
           "gain = HQ loss at the end minus at this placement (paired by seed, positive = "
           "better than the end).")
-  write_results(args.out, "trec", result, table, note)
+  write_results(args.out, "trec", result, table, note, argv=argv)
   return result
 
 

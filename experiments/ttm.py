@@ -204,7 +204,7 @@ def main(argv=None) -> dict:
   write_results(args.out, "ttm", result, format_table(rows),
                 f"{cfg['groups']} test groups of 2 x 2, mean ± std over {cfg['seeds']} seeds; "
                 "TTM and the oracle are evaluated on the groups they fine-tune on "
-                "(test-time adaptation, as in the paper).")
+                "(test-time adaptation, as in the paper).", argv=argv)
   return result
 
 
