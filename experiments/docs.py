@@ -313,6 +313,114 @@ def quant_optim() -> dict[str, str]:
   }
 
 
+# ---------------------------------------------------------------------------
+# Incremental metric bipartite matching (docs/methods/matching_incremental.md)
+
+
+def secs(x: float) -> str:
+  """A duration as the docs print it: ``2,349 s``, ``16.8 s``, ``0.12 s``."""
+  return (f"{thousands(x)} s" if x >= 100 else f"{x:.1f} s" if x >= 1 else f"{g(x, 2)} s")
+
+
+FAMILY = {"uniform": "uniform 2-D", "clustered": "clustered 2-D", "digits_l1": "digits 64-D L1",
+          "road_graph": "road graph"}
+
+
+def _instances(result: dict) -> list[tuple[str, int, list[dict]]]:
+  """``(family, n, runs over seeds)`` in the config's order."""
+  return [(fam, n, [r for r in result["runs"] if r["family"] == fam and r["n"] == n])
+          for fam, n in result["config"]["instances"]]
+
+
+def _final(runs, alg, at=-1):
+  return np.array([r["algorithms"][alg]["ratio"][at] for r in runs])
+
+
+def _time(runs, alg):
+  return float(np.mean([r["algorithms"][alg]["time_s"] for r in runs]))
+
+
+@register("matching_incremental")
+def matching_incremental() -> dict[str, str]:
+  quick, full = load("matching_incremental", "quick"), load("matching_incremental", "full")
+  bench = load("matching_incremental", "bench")["rows"]
+  i90 = round(0.9 * len(quick["runs"][0]["algorithms"]["exact"]["ratio"])) - 1
+  i95 = round(0.95 * len(quick["runs"][0]["algorithms"]["exact"]["ratio"])) - 1
+  rows = []
+  for fam, n, runs in _instances(quick):
+    rows.append([f"{FAMILY[fam]}, n = {n}",
+                 f"{f(_final(runs, 'push_relabel').mean(), 3)} "
+                 + ("(0.9n: " if not rows else "(")
+                 + f"{f(_final(runs, 'push_relabel', i90).mean(), 3)}), "
+                 f"{secs(_time(runs, 'push_relabel'))}",
+                 *[f"{f(_final(runs, a).mean(), 3)}, {secs(_time(runs, a))}"
+                   for a in ("push_relabel+tail", "push_relabel/batch", "exact", "greedy")]])
+  resolve = {(fam, n): _time(runs, "scipy/resolve") for fam, n, runs in _instances(quick)}
+  one = {(fam, n): float(np.mean([r["one_scipy_solve_s"] for r in runs]))
+         for fam, n, runs in _instances(quick)}
+  small = [k for k in resolve if k[1] <= 1000]
+  big = [k for k in resolve if k[1] > 1000]
+  brows = []
+  for b in bench:
+    numpy = (f"{secs(b['numpy_exact_s'])} ({g(b['numpy_exact_s'] / b['exact_s'], 2)}x slower)"
+             if b.get("numpy_exact_s") else "not run")
+    target = "; target 1.05" if b["n"] >= 10000 else ""
+    brows.append([thousands(b["n"]), secs(b["exact_s"]), numpy, secs(b["scipy_one_solve_s"]),
+                  f(b["exact_s"] / b["scipy_one_solve_s"]),
+                  f"{secs(b['push_relabel_s'])} ({f(b['push_relabel_ratio'], 3)}{target})",
+                  f(b["greedy_ratio"], 3)])
+  b10k = next(b for b in bench if b["n"] == 10000)
+  frows, inst = [], {}
+  for fam, n, runs in _instances(full):
+    pr = _final(runs, "push_relabel")
+    inst[(fam, n)] = runs
+    frows.append([f"{FAMILY[fam]}, n = {thousands(n)}",
+                  f"{f(pr.mean(), 3)} ({minmax(pr, lambda x: f(x, 3))}), "
+                  f"{secs(_time(runs, 'push_relabel'))}",
+                  *[f"{f(_final(runs, a).mean(), 3)}, {secs(_time(runs, a))}"
+                    for a in ("push_relabel+tail", "push_relabel/batch", "exact")],
+                  f(_final(runs, "greedy").mean(), 3),
+                  secs(float(np.mean([r["one_scipy_solve_s"] for r in runs])))])
+  uni, clu, road = inst[("uniform", 10000)], inst[("clustered", 10000)], inst[("road_graph", 5000)]
+  speed = {k: _time(runs, "push_relabel") / _time(runs, "exact") for k, runs in inst.items()}
+  scipy_vs_exact = [float(np.mean([r["one_scipy_solve_s"] for r in runs])) / _time(runs, "exact")
+                    for k, runs in inst.items() if k[1] >= 10000]
+  return {
+      "quick_seeds": str(quick["config"]["seeds"]),
+      "quick_wall": seconds(quick["wall_time_s"]),
+      "quick_table": table(["instance", "push_relabel", "push_relabel + exact tail (50)",
+                            "push_relabel, batch rounds (n/20)", "exact", "greedy"], rows),
+      "resolve_small": span([resolve[k] for k in small], lambda x: f(x)) + " s",
+      "resolve_big": span([resolve[k] for k in big], lambda x: f(x)) + " s",
+      "one_small": span([one[k] for k in small], lambda x: f(x)) + " s",
+      "one_big": span([one[k] for k in big], lambda x: f(x)) + " s",
+      "bench_table": table(["n", "exact", "same step in numpy", "one scipy solve",
+                            "exact / scipy", "push_relabel (cost / OPT)", "greedy / OPT"], brows),
+      "bench_10k_speedup": g(b10k["scipy_one_solve_s"] / b10k["exact_s"], 2),
+      "bench_10k_exact": secs(b10k["exact_s"]),
+      "bench_10k_pr": f(b10k["push_relabel_ratio"], 3),
+      "full_seeds": str(full["config"]["seeds"]),
+      "full_table": table(["instance", "push_relabel", "+ exact tail", "batch rounds", "exact",
+                           "greedy", "one scipy solve"], frows),
+      "uniform_10k": f(_final(uni, "push_relabel").mean(), 3),
+      "clustered_10k": f(_final(clu, "push_relabel").mean(), 2),
+      "clustered_10k_worst": f(_final(clu, "push_relabel").max(), 2),
+      "at95": f"{f(_final(uni, 'push_relabel', i95).mean(), 3)} / "
+              f"{f(_final(clu, 'push_relabel', i95).mean(), 3)}",
+      "exact_vs_scipy": span(scipy_vs_exact, lambda x: g(x, 2)),
+      "road_exact": secs(_time(road, "exact")),
+      "road_scipy": secs(float(np.mean([r["one_scipy_solve_s"] for r in road]))),
+      "pr_range": span([_final(runs, "push_relabel").mean() for runs in inst.values()],
+                       lambda x: f(x, 3)),
+      "greedy_range": span([_final(runs, "greedy").mean() for runs in inst.values()],
+                           lambda x: f(x, 2)),
+      "tail_range": span([_final(runs, "push_relabel+tail").mean() for runs in inst.values()],
+                         lambda x: f(x, 2)),
+      "exact_speedup": span(speed.values(), lambda x: g(x, 2)),
+      "exact_speedup_10k": g(speed[("uniform", 10000)], 2),
+  }
+
+
 def main(argv: list[str] | None = None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--check", action="store_true",
