@@ -421,6 +421,53 @@ def matching_incremental() -> dict[str, str]:
   }
 
 
+# ---------------------------------------------------------------------------
+# Flow Actor-Critic (docs/methods/flow_actor_critic.md)
+
+
+def _g3pm(per_seed) -> str:
+  """``mean ± sample std``, 3 and 2 significant digits."""
+  return pm(per_seed, g, lambda x: g(x, 2))
+
+
+@register("flow_actor_critic")
+def flow_actor_critic() -> dict[str, str]:
+  full, og = load("flow_actor_critic", "full"), load("flow_actor_critic", "ogbench")
+  benches = [load("flow_actor_critic", "bench"), load("run_all", "quick", "bench_flow_actor_critic")]
+  arms = {r["arm"]: r["final"] for r in full["runs"]}
+  cols = ("critic/q_pi_mean", "critic/q_pi_max", "critic/q_pi_pos_frac", "penalty/w_mean",
+          "eval/success", "eval/return")
+  rows = [[arm] + [_g3pm(fin[c]["per_seed"]) if c in fin else "" for c in cols]
+          for arm, fin in arms.items()]
+  seeds = lambda arm, key: np.asarray(arms[arm][key]["per_seed"])  # noqa: E731
+  ogarms = {r["arm"]: r["final"] for r in og["runs"]}
+  b, q = benches
+  return {
+      "seeds": str(full["config"]["seeds"]),
+      "wall": seconds(full["wall_time_s"]),
+      "transitions": thousands(sum(full["dataset_sizes"].values())),
+      "table": table(["arm", "Q(s,pi) mean", "Q(s,pi) max", "frac Q > 0", "mean w", "success",
+                      "return"], rows),
+      "no_penalty_q": f"{seeds('no_penalty', 'critic/q_pi_mean').mean():.0f}",
+      "no_penalty_return": f"{seeds('no_penalty', 'eval/return').mean():.0f}",
+      "penalty_only_success": minmax(seeds("penalty_only", "eval/success")),
+      "fac_success": f(seeds("fac", "eval/success").mean()),
+      "fql_success": f(seeds("fql", "eval/success").mean()),
+      "bench_setup": f"{b['seeds']} seeds x {thousands(b['steps'])} steps",
+      "bench_scan": f"{b['scan_seed_steps_per_s']:.0f}",
+      "bench_loop": f"{b['loop_seed_steps_per_s']:.0f}",
+      "bench_ratio": f"{b['ratio']:.2f}",
+      "quick_scan": f"{q['scan_seed_steps_per_s']:.0f}",
+      "quick_loop": f"{q['loop_seed_steps_per_s']:.0f}",
+      "quick_ratio": f"{q['ratio']:.2f}",
+      "quick_steps": thousands(q["steps"]),
+      "og_q_max": ", ".join(f"{g(ogarms[a]['critic/q_pi_max']['mean'], 2)} ({a})"
+                            for a in ("no_penalty", "penalty_only", "fac", "fql")),
+      "og_pos_frac": g(100 * max(max(fin["critic/q_pi_pos_frac"]["per_seed"])
+                                 for fin in ogarms.values()), 2),
+  }
+
+
 def main(argv: list[str] | None = None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--check", action="store_true",
