@@ -433,7 +433,8 @@ def _g3pm(per_seed) -> str:
 @register("flow_actor_critic")
 def flow_actor_critic() -> dict[str, str]:
   full, og = load("flow_actor_critic", "full"), load("flow_actor_critic", "ogbench")
-  benches = [load("flow_actor_critic", "bench"), load("run_all", "quick", "bench_flow_actor_critic")]
+  benches = [load("flow_actor_critic", "bench"),
+             load("run_all", "quick", "bench_flow_actor_critic")]
   arms = {r["arm"]: r["final"] for r in full["runs"]}
   cols = ("critic/q_pi_mean", "critic/q_pi_max", "critic/q_pi_pos_frac", "penalty/w_mean",
           "eval/success", "eval/return")
@@ -465,6 +466,108 @@ def flow_actor_critic() -> dict[str, str]:
                             for a in ("no_penalty", "penalty_only", "fac", "fql")),
       "og_pos_frac": g(100 * max(max(fin["critic/q_pi_pos_frac"]["per_seed"])
                                  for fin in ogarms.values()), 2),
+  }
+
+
+# ---------------------------------------------------------------------------
+# DIPPER (docs/methods/dipper.md)
+
+_ARM = {"flat": "FLAT", "hier": "HIER", "dipper_no_v": "DIPPER without V"}
+
+
+def _dipper_runs(result: dict) -> dict[tuple[str, str, float], dict]:
+  """``(task, arm, lambda) -> run``; sweep runs under arm ``sweep``."""
+  return {(r["task"], "sweep" if r.get("sweep") else r["arm"], r["lam"]): r
+          for r in result["runs"]}
+
+
+def _rate(v: float) -> str:
+  """A success rate: two decimals, or two significant digits below 0.1."""
+  return f(v) if v == 0 or abs(v) >= 0.1 else g(v, 2)
+
+
+@register("dipper")
+def dipper() -> dict[str, str]:
+  full, quick, bench = load("dipper", "full"), load("dipper", "quick"), load("dipper", "bench")
+  runs = _dipper_runs(full)
+  main = {(t, a): r for (t, a, _), r in runs.items() if a != "sweep"}
+  seeds = lambda r, k: np.asarray(r["final"][k]["per_seed"], np.float64)  # noqa: E731
+  mean = lambda r, k: float(seeds(r, k).mean())  # noqa: E731
+  rows = []
+  for task in ("maze", "push"):
+    group = [main[(task, a)] for a in ("flat", "hier", "dipper_no_v")]
+    group.append(main[(task, "dipper")])
+    if task == "maze":
+      group += [r for (t, a, lam), r in sorted(runs.items(), key=lambda kv: kv[0][2])
+                if a == "sweep" and t == task and lam > full["config"]["lam"]]
+    best = max(mean(r, "eval/success") for r in group)
+    for r in group:
+      name = (_ARM.get(r["arm"]) if r["arm"] != "dipper" else f"DIPPER (lambda {r['lam']:g})")
+      succ = pm(seeds(r, "eval/success"), _rate, lambda v: g(v, 1))
+      cells = [task, name, f"**{succ}**" if mean(r, "eval/success") == best else succ,
+               _rate(mean(r, "train/success"))]
+      if r["arm"] == "flat":
+        cells += [""] * 4
+      else:
+        cells += [pm(seeds(r, "eval/subgoal_distance"), lambda v: g(v, 2), lambda v: g(v, 1)),
+                  pm(seeds(r, "eval/lower_q"), g, lambda v: g(v, 2)),
+                  f(mean(r, "eval/subgoal_in_wall")) if task == "maze" else "",
+                  f(mean(r, "eval/subgoal_step"))]
+      rows.append(cells)
+  steps = {t: thousands(main[(t, "flat")]["history"]["env_steps"][-1][0]) for t in ("maze", "push")}
+  pd, ph, pf = (main[("push", a)] for a in ("dipper", "hier", "flat"))
+  md, mn = main[("maze", "dipper")], main[("maze", "dipper_no_v")]
+  sweep = {lam: r for (t, a, lam), r in runs.items() if a == "sweep"}
+  n = len(seeds(pd, "eval/success"))
+  wins = lambda a, b, k: int(np.sum(seeds(a, k) > seeds(b, k)))  # noqa: E731
+  qruns = {(t, a): r for (t, a, _), r in _dipper_runs(quick).items() if a != "sweep"}
+  qm = [qruns[("maze", a)] for a in ("flat", "hier", "dipper")]
+  qpush = [mean(qruns[("push", a)], "eval/success") for a in ("flat", "hier", "dipper_no_v",
+                                                               "dipper")]
+  sps, ratio = bench["steps_per_s"], bench["ratio_to_point_robot"]
+  env = lambda k: f"{g(sps[k] / 1e6)} M"  # noqa: E731
+  return {
+      "seeds": str(full["config"]["seeds"]),
+      "wall": seconds(full["wall_time_s"]),
+      "maze_steps": steps["maze"],
+      "push_steps": steps["push"],
+      "table": table(["task", "arm", "success", "train success", "subgoal distance", "lower Q",
+                      "subgoals in walls", "step length"], rows),
+      "push_dipper": f(mean(pd, "eval/success")),
+      "push_hier": f(mean(ph, "eval/success")),
+      "push_flat": g(mean(pf, "eval/success"), 2),
+      "push_vs_flat": f"{wins(pd, pf, 'eval/success')} of {n}",
+      "push_vs_hier": f"{wins(pd, ph, 'eval/success')} of {n}",
+      "maze_flat": f(mean(main[("maze", "flat")], "eval/success")),
+      "maze_hier": f(mean(main[("maze", "hier")], "eval/success")),
+      "maze_train": span([100 * mean(r, "train/success") for r in (mn, md)], lambda v: f"{v:.0f}")
+                    + "%",
+      "maze_logp": f(mean(md, "high/logp")),
+      "maze_step_cells": span([11 * mean(r, "eval/subgoal_step") for r in (mn, md)],
+                              lambda v: g(v, 2)),
+      "push_dist": f"{f(mean(pd, 'eval/subgoal_distance'))} vs "
+                   f"{f(mean(ph, 'eval/subgoal_distance'))}",
+      "push_q": f"{g(mean(pd, 'eval/lower_q'))} vs {g(mean(ph, 'eval/lower_q'))}",
+      "maze_reach": f"{f(mean(md, 'eval/subgoal_distance'))}, {g(mean(md, 'eval/lower_q'))}",
+      "value_maze": f"{g(mean(md, 'eval/success'), 1)} vs {g(mean(mn, 'eval/success'), 1)}",
+      "value_push": f"{f(mean(pd, 'eval/success'), 3)} vs "
+                    f"{f(mean(main[('push', 'dipper_no_v')], 'eval/success'), 3)}, higher in "
+                    f"{wins(pd, main[('push', 'dipper_no_v')], 'eval/success')} of {n} seeds",
+      "lam10": pm(seeds(sweep[10.0], "eval/success"), lambda v: f(v), lambda v: f(v)),
+      "lam10_walls": f(mean(sweep[10.0], "eval/subgoal_in_wall")),
+      "lam100_walls": f"{100 * mean(sweep[100.0], 'eval/subgoal_in_wall'):.0f}%",
+      "lam100_step": f(mean(sweep[100.0], "eval/subgoal_step")),
+      "quick_seeds": str(quick["config"]["seeds"]),
+      "quick_wall": seconds(quick["wall_time_s"]),
+      "quick_maze": ", ".join(f"{n_} {f(mean(r, 'eval/success'))}"
+                              for n_, r in zip(("FLAT", "HIER", "DIPPER"), qm, strict=True)),
+      "quick_maze_train": " / ".join(f(mean(r, "train/success")) for r in qm),
+      "quick_push": span(qpush, lambda v: f(v)),
+      "bench_setup": f"{thousands(bench['envs'])} environments x {thousands(bench['steps'])}",
+      "bench_robot": env("PointRobot-misc"),
+      "bench_maze": f"{env('PointMaze')} ({f(ratio['PointMaze'])}x)",
+      "bench_push": f"{env('PointPush')} ({f(ratio['PointPush'])}x)",
+      "bench_grid": f"{env('PointMaze (grid obs)')} ({f(ratio['PointMaze (grid obs)'])}x)",
   }
 
 
