@@ -641,6 +641,112 @@ def fractal_gd() -> dict[str, str]:
   }
 
 
+# ---------------------------------------------------------------------------
+# Training re-evaluation curves (docs/methods/trec.md)
+
+_PLACEMENT = {"start": "start", "predicted_ema": "EMA minimum",
+              "predicted_calibrated": "calibrated minimum", "end": "end"}
+
+
+def _curriculum(result: dict) -> dict[tuple[float, str], dict]:
+  """``(slice, arm) -> row`` with per-seed ``hq`` and ``gain`` (end minus this arm)."""
+  rows = {(r["slice_frac"], r["arm"]): dict(r) for r in result["curriculum"]}
+  for (frac, _), r in rows.items():
+    end = np.asarray(rows[(frac, "end")]["hq_loss"]["per_seed"])
+    r["hq"] = np.asarray(r["hq_loss"]["per_seed"])
+    r["gain"] = end - r["hq"]
+  return rows
+
+
+def _trec_corr(result: dict, which: str, keep: Callable[[dict], bool]) -> list[float]:
+  return [c["corr"][which]["pearson_smoothed"] for c in result["trec"]["configs"] if keep(c)]
+
+
+def _argmin_gap(result: dict, keep: Callable[[dict], bool]) -> float:
+  return max(abs(c["argmin_frac"]["calibrated"] - c["argmin_frac"]["measured"])
+             for c in result["trec"]["configs"] if keep(c))
+
+
+@register("trec")
+def trec_docs() -> dict[str, str]:
+  quick, full = load("trec", "quick"), load("trec", "full")
+  rows = []
+  for c in quick["trec"]["configs"]:
+    e, k, a = c["corr"]["ema"], c["corr"]["calibrated"], c["argmin_frac"]
+    rows.append([c["schedule"], f"{c['tau_frac']:g}",
+                 f"{f(e['pearson'])} / {f(e['pearson_smoothed'])}",
+                 f"{f(k['pearson'])} / {f(k['pearson_smoothed'])}"
+                 + (" (fit)" if c["calibration_config"] else ""),
+                 " / ".join(f(a[x]) for x in ("measured", "ema", "calibrated"))])
+  cur = _curriculum(quick)
+  crows = []
+  for frac in quick["config"]["slice_fracs"]:
+    arms = [r for (fr, _), r in cur.items() if fr == frac]
+    best = max(r["gain"].mean() for r in arms)
+    for r in arms:
+      gain = "0" if r["arm"] == "end" else pm(r["gain"], lambda v: signed(v), lambda v: f(v, 3))
+      if r["arm"] != "end" and r["gain"].mean() == best and best > 0:
+        gain = f"**{gain}**"
+      crows.append([f"{100 * frac:g}%", f"{_PLACEMENT[r['arm']]} ({f(r['start_frac'])} T)",
+                    pm(r["hq"], lambda v: f(v, 3)), gain, f(r["general_loss"]["mean"], 3)])
+  strong = lambda c: c["tau_frac"] <= 0.1  # noqa: E731
+  weak_sched = lambda c: c["tau_frac"] >= 0.5 and c["schedule"] != "constant"  # noqa: E731
+  cos_weak = [c for c in quick["trec"]["configs"]
+              if c["schedule"] == "cosine" and c["tau_frac"] >= 0.5]
+  short, long_ = quick["config"]["slice_fracs"]
+  n = len(cur[(short, "end")]["hq"])
+  k = int(np.sum(cur[(short, "predicted_ema")]["gain"] > 0))
+  others = lambda rows_, frac: [r for (fr, arm), r in rows_.items()  # noqa: E731
+                                if fr == frac and arm != "end"]
+  fcur = _curriculum(full)
+  fshort, flong = full["config"]["slice_fracs"]
+  fema, fcal = fcur[(fshort, "predicted_ema")], fcur[(fshort, "predicted_calibrated")]
+  loses = int(np.sum(fema["gain"] < 0))
+  nf = len(fema["gain"])
+  return {
+      "quick_wall": seconds(quick["wall_time_s"]),
+      "window": str(quick["trec"]["smooth_window"]),
+      "table": table(["schedule", "tau/T", "r, AdamW EMA",
+                      "r, calibrated (`phi` fit on constant tau=2T)",
+                      "argmin measured / EMA / calibrated"], rows),
+      "seeds": str(quick["config"]["seeds"]),
+      "curriculum": table(["slice", "placement (start)", "HQ loss", "gain vs end",
+                           "general loss"], crows),
+      "strong_r": span(_trec_corr(quick, "ema", strong)),
+      "ema_seeds": f"all {n}" if k == n else f"{k} of {n}",
+      "ema_gain": signed(cur[(short, "predicted_ema")]["gain"].mean(), 2),
+      "cal_gain": signed(cur[(short, "predicted_calibrated")]["gain"].mean(), 2),
+      "weak_r": span(_trec_corr(quick, "ema", weak_sched), sep=" to "),
+      "cos_ema_min": span([c["argmin_frac"]["ema"] for c in cos_weak]),
+      "cos_measured_min": span([c["argmin_frac"]["measured"] for c in cos_weak]),
+      "phi": g(quick["trec"]["forgetting"], 2),
+      "phi_timescales": f"{quick['trec']['forgetting_timescales']:g}",
+      "cal_r": span(_trec_corr(quick, "calibrated", lambda c: c["schedule"] != "constant")),
+      "cal_gap": f(_argmin_gap(quick, lambda c: c["schedule"] != "constant")),
+      "long_end_wins": span([-r["gain"].mean() for r in others(cur, long_)]),
+      "long_general": f"{f(cur[(long_, 'end')]['general_loss']['mean'])} vs "
+                      + span([r["general_loss"]["mean"] for r in others(cur, long_)]),
+      "full_wall": seconds(full["wall_time_s"]),
+      "full_steps": thousands(full["config"]["steps"]),
+      "full_trec_seeds": str(full["config"]["trec_seeds"]),
+      "full_seeds": str(full["config"]["seeds"]),
+      "full_strong_r": span(_trec_corr(full, "ema", strong)),
+      "full_weak_r": span(_trec_corr(full, "ema", lambda c: not strong(c)), sep=" to "),
+      "full_phi": g(full["trec"]["forgetting"], 2),
+      "full_cal_r": span(_trec_corr(full, "calibrated", lambda c: True)),
+      "full_cal_gap": g(_argmin_gap(full, lambda c: True), 1),
+      "full_ema_start": f(fema["start_frac"]),
+      "full_ema_loss": pm(-fema["gain"], lambda v: f(v, 3)),
+      "full_ema_seeds": "every seed" if loses == nf else f"{loses} of {nf} seeds",
+      "full_cal_start": f(fcal["start_frac"]),
+      "full_cal_gain": pm(fcal["gain"], lambda v: signed(v), lambda v: f(v, 3)),
+      "full_long_end_wins": span([-r["gain"].mean() for r in others(fcur, flong)]),
+      "full_long_general": f"{f(fcur[(flong, 'end')]['general_loss']['mean'])} vs "
+                           + span([r["general_loss"]["mean"] for r in others(fcur, flong)]),
+      "quick_gains": span([r["gain"].mean() for r in others(cur, short)], signed),
+  }
+
+
 def main(argv: list[str] | None = None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--check", action="store_true",
