@@ -747,6 +747,100 @@ def trec_docs() -> dict[str, str]:
   }
 
 
+# ---------------------------------------------------------------------------
+# alpha-DPO (docs/methods/alpha_dpo.md)
+
+_DPO, _FIXED, _DYN = "Diffusion-DPO", "alpha-DPO (alpha=0.5)", "alpha-DPO (dynamic)"
+_METHOD = {_DPO: "Diffusion-DPO", _FIXED: "alpha-DPO (alpha = 0.5)", _DYN: "alpha-DPO (dynamic)"}
+
+
+def _per_seed(task: dict, key: str, method: str, beta: float, flip: float) -> np.ndarray:
+  rows = sorted((r for r in task["rows"] if r["method"] == method and r["beta"] == beta
+                 and r["flip"] == flip), key=lambda r: r["seed"])
+  return np.asarray([r[key] for r in rows], np.float64)
+
+
+def _drop(task: dict, method: str, beta: float, flips: list[float]) -> np.ndarray:
+  """Per-seed reward drop from the lowest to the highest flip rate."""
+  return (_per_seed(task, "reward", method, beta, flips[0])
+          - _per_seed(task, "reward", method, beta, flips[-1]))
+
+
+@register("alpha_dpo")
+def alpha_dpo_docs() -> dict[str, str]:
+  quick, full = load("alpha_dpo", "quick"), load("alpha_dpo", "full")
+  flips = quick["config"]["flips"]
+  mix = quick["tasks"]["mixture"]
+  rows = []
+  for beta in mix["betas"]:
+    for m in (_DPO, _FIXED, _DYN):
+      rows.append([f"{beta:g}", _METHOD[m]]
+                  + [pm(_per_seed(mix, "reward", m, beta, fl), lambda v: f(v, 3)) for fl in flips]
+                  + [" / ".join(f(_per_seed(mix, "off_manifold", m, beta, fl).mean(), 3)
+                                for fl in flips)])
+  lo, hi = mix["betas"][0], mix["betas"][-1]
+  d = {(m, b): _drop(mix, m, b, flips) for m in (_DPO, _FIXED, _DYN) for b in mix["betas"]}
+  more = [int(np.sum(d[(m, lo)] > d[(_DPO, lo)])) for m in (_FIXED, _DYN)]
+  n = len(d[(_DPO, lo)])
+  off = lambda m, b: [_per_seed(mix, "off_manifold", m, b, fl).mean() for fl in flips]  # noqa: E731
+  fflips = full["config"]["flips"]
+  frows, held, cells = [], [], 0
+  for name, task in full["tasks"].items():
+    for beta in task["betas"]:
+      cell = [name, f"{beta:g}"]
+      base = _drop(task, _DPO, beta, fflips)
+      for m in (_FIXED, _DYN):
+        dm = _drop(task, m, beta, fflips)
+        less = int(np.sum(dm < base))
+        text = f"{f(dm.mean(), 3)} vs {f(base.mean(), 3)} ({less}/{len(dm)})"
+        if less == len(dm):
+          text = text.replace(f"({less}/{len(dm)})", f"(**{less}/{len(dm)}**)")
+          held.append((name, beta, m, task))
+        cell.append(text)
+        cells += 1
+      frows.append(cell)
+  held_text = []
+  for name, beta, m, task in held:
+    a = _per_seed(task, "reward", m, beta, fflips[-1]).mean()
+    b = _per_seed(task, "reward", _DPO, beta, fflips[-1]).mean()
+    what = "fixed alpha 0.5" if m == _FIXED else "the dynamic alpha"
+    held_text.append(f"{what} at beta {beta:g} on the {name}, where it also ends "
+                     f"{'lower' if a < b else 'higher'} in reward: {f(a, 3)} vs {f(b, 3)} at "
+                     f"{100 * fflips[-1]:.0f}% flipped")
+  dyn_held = sum(m == _DYN for _, _, m, _ in held)
+  digits = full["tasks"]["digits"]
+  digit_sd = [std(_drop(digits, m, b, fflips) - _drop(digits, _DPO, b, fflips))
+              for m in (_FIXED, _DYN) for b in digits["betas"]]
+  words = {0: "none", 1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six",
+           7: "seven", 8: "eight", 9: "nine", 10: "ten"}
+  return {
+      "quick_seeds": str(quick["config"]["seeds"]),
+      "quick_steps": str(quick["config"]["tasks"]["mixture"]["finetune_steps"]),
+      "quick_batch": str(quick["config"]["tasks"]["mixture"]["batch"]),
+      "quick_wall": seconds(quick["wall_time_s"]),
+      "pretrained": pm(mix["reference"]["reward"], lambda v: f(v, 3)),
+      "quick_table": table(["beta", "method", "0% flipped", "20%", "40%",
+                            "off-manifold (0/20/40%)"], rows),
+      "lo_drop_dpo": f(d[(_DPO, lo)].mean()),
+      "lo_drop_alpha": span([d[(m, lo)].mean() for m in (_FIXED, _DYN)]),
+      "lo_seeds": "in every seed" if min(more) == n else f"in {min(more)}-{max(more)} of {n} seeds",
+      "hi_drops": f"{f(d[(_DYN, hi)].mean())} vs {f(d[(_DPO, hi)].mean())}",
+      "hi_off": span([100 * v for m in (_FIXED, _DYN) for v in off(m, hi)], lambda v: f"{v:.0f}")
+                + f"% off-manifold against {100 * np.mean(off(_DPO, hi)):.0f}%",
+      "full_wall": seconds(full["wall_time_s"]),
+      "full_seeds": str(full["config"]["seeds"]),
+      "full_mix_steps": thousands(full["config"]["tasks"]["mixture"]["finetune_steps"]),
+      "full_digit_steps": thousands(full["config"]["tasks"]["digits"]["finetune_steps"]),
+      "full_table": table(["task", "beta", "alpha = 0.5", "dynamic alpha"], frows),
+      "held": f"{words.get(len(held), len(held))} of {words.get(cells, cells)} cells"
+              + (f" ({'; '.join(held_text)})" if held_text else ""),
+      "dynamic": ("never loses less in every seed" if dyn_held == 0
+                  else f"loses less in every seed in {dyn_held} cells"),
+      "digit_spread": f"±{span(digit_sd, lambda v: g(v, 1))}",
+      "digit_off": f"{100 * np.mean(digits['reference']['off_manifold']):.0f}%",
+  }
+
+
 def main(argv: list[str] | None = None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--check", action="store_true",
