@@ -841,6 +841,75 @@ def alpha_dpo_docs() -> dict[str, str]:
   }
 
 
+# ---------------------------------------------------------------------------
+# ReCouPLe (docs/methods/recouple.md)
+
+_RC_METHOD = {"bt": "Bradley-Terry", "recouple": "ReCouPLe",
+              "recouple_noratio": "ReCouPLe, no ratio penalty"}
+_SPLITS = ("id", "ood", "decorrelated", "clean", "new_zero_shot", "new_few_shot")
+
+
+def _acc(row: dict, split: str) -> np.ndarray | None:
+  return None if row.get(split) is None else np.asarray(row[split]["per_seed"], np.float64)
+
+
+@register("recouple")
+def recouple_docs() -> dict[str, str]:
+  quick, full = load("recouple", "quick"), load("recouple", "full")
+  rows = []
+  for st in quick["settings"]:
+    for m, row in st["methods"].items():
+      rows.append([st["regime"], _RC_METHOD[m]]
+                  + [("n/a" if _acc(row, s) is None else pm(_acc(row, s), lambda v: f(v, 3)))
+                     for s in _SPLITS])
+  q = {st["regime"]: st["methods"] for st in quick["settings"]}
+  gain = lambda ms, s: _acc(ms["recouple"], s) - _acc(ms["bt"], s)  # noqa: E731
+  paired = lambda ms, s: pm(gain(ms, s), signed, lambda v: f(v, 3))  # noqa: E731
+  mean = lambda ms, m, s: f(_acc(ms[m], s).mean())  # noqa: E731
+  frows = []
+  fs = {(st["regime"], st["shift"]): st["methods"] for st in full["settings"]}
+  for (regime, shift), ms in fs.items():
+    frows.append([regime, f"{shift:g}"]
+                 + [f"{f(_acc(ms['bt'], s).mean(), 3)} / {f(_acc(ms['recouple'], s).mean(), 3)} "
+                    f"({paired(ms, s)})" for s in ("ood", "decorrelated", "new_zero_shot")]
+                 + [paired(ms, "new_few_shot")])
+  shifts = sorted({sh for _, sh in fs})
+  strong = shifts[-1]
+  p, a = q["partial"], q["all"]
+  return {
+      "quick_seeds": str(quick["config"]["seeds"]),
+      "quick_shift": f"{quick['config']['settings'][0][1]:g}",
+      "quick_steps": str(quick["config"]["steps"]),
+      "quick_wall": seconds(quick["wall_time_s"]),
+      "quick_table": table(["regime", "method", "id", "ood", "decorrelated", "clean",
+                            "new task, zero-shot", "new task, 64 labels"], rows),
+      "paired": f"partial `ood` {paired(p, 'ood')}, zero-shot {paired(p, 'new_zero_shot')}; "
+                f"all `ood` {paired(a, 'ood')}, zero-shot {paired(a, 'new_zero_shot')}",
+      "full_seeds": str(full["config"]["seeds"]),
+      "full_steps": thousands(full["config"]["steps"]),
+      "full_shifts": " and ".join(f"{s:g}" for s in shifts),
+      "full_wall": seconds(full["wall_time_s"]),
+      "full_table": table(["regime", "m", "ood: BT / ReCouPLe (gain)",
+                           "decorrelated: BT / ReCouPLe (gain)",
+                           "new task zero-shot: BT / ReCouPLe (gain)",
+                           "new task, 64 labels (gain)"], frows),
+      "strong_shift": f"{strong:g}",
+      "strong_bt": f(_acc(fs[("partial", strong)]["bt"], "ood").mean()),
+      "strong_rc": f(_acc(fs[("partial", strong)]["recouple"], "ood").mean()),
+      "strong_all": span([_acc(fs[("all", strong)][m], "ood").mean() for m in ("bt", "recouple")]),
+      "ood": f"{mean(p, 'recouple', 'ood')} against {mean(p, 'bt', 'ood')}",
+      "decorrelated": f"{mean(p, 'recouple', 'decorrelated')} against "
+                      f"{mean(p, 'bt', 'decorrelated')}",
+      "zero_shot": f"{mean(p, 'recouple', 'new_zero_shot')} against "
+                   f"{mean(p, 'bt', 'new_zero_shot')}",
+      "rc_ood": mean(p, "recouple", "ood"),
+      "clean": mean(p, "recouple", "clean"),
+      "all_gain": signed(gain(a, "ood").mean(), 2),
+      "hinge": f"{f(p['recouple_noratio']['train_terms']['ratio']['mean'])} to "
+               f"{f(p['recouple']['train_terms']['ratio']['mean'])}",
+  }
+
+
 def main(argv: list[str] | None = None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--check", action="store_true",
