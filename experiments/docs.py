@@ -910,6 +910,63 @@ def recouple_docs() -> dict[str, str]:
   }
 
 
+# ---------------------------------------------------------------------------
+# Test-Time Matching (docs/methods/ttm.md)
+
+_STAGE = {"before": "pre-trained", "after": "after TTM", "oracle": "oracle fine-tune"}
+
+
+def _ttm(result: dict, noise: float, stage: str, metric: str) -> np.ndarray:
+  runs = sorted((r for r in result["runs"] if r["order_noise"] == noise), key=lambda r: r["seed"])
+  return np.asarray([r[stage][metric] for r in runs], np.float64)
+
+
+@register("ttm")
+def ttm_docs() -> dict[str, str]:
+  quick, full = load("ttm", "quick"), load("ttm", "full")
+  fmt = lambda v: f(v, 3)  # noqa: E731
+  rows = [[f"{noise:g}", _STAGE[stage]]
+          + [pm(_ttm(quick, noise, stage, m), fmt) for m in ("text", "image", "group",
+                                                             "group_match")]
+          for noise in quick["config"]["order_noise"] for stage in _STAGE]
+  frows = [[f"{noise:g}", _STAGE[stage]]
+           + [pm(_ttm(full, noise, stage, m), fmt) for m in ("group", "group_match")]
+           for noise in full["config"]["order_noise"] for stage in ("before", "after")]
+  lo, hi = full["config"]["order_noise"][0], full["config"]["order_noise"][-1]
+  up = lambda noise: (_ttm(full, noise, "after", "group_match")  # noqa: E731
+                      - _ttm(full, noise, "before", "group_match"))
+  d_lo, d_hi = up(lo), up(hi)
+  worst = int(np.argmin(d_hi))
+  n = len(d_lo)
+  noises = sorted(quick["config"]["order_noise"], reverse=True)
+  return {
+      "quick_seeds": str(quick["config"]["seeds"]),
+      "quick_groups": thousands(quick["config"]["groups"]),
+      "quick_rounds": f"{quick['config']['rounds']} rounds x {quick['config']['epochs']} epochs",
+      "quick_wall": seconds(quick["wall_time_s"]),
+      "quick_table": table(["order noise", "stage", "text", "image", "group score",
+                            "GroupMatch"], rows),
+      "full_seeds": str(full["config"]["seeds"]),
+      "full_groups": thousands(full["config"]["groups"]),
+      "full_rounds": f"{full['config']['rounds']} rounds x {full['config']['epochs']} epochs",
+      "full_wall": seconds(full["wall_time_s"]),
+      "full_table": table(["order noise", "stage", "group score", "GroupMatch"], frows),
+      "reveal": span([_ttm(quick, nz, "before", "group_match").mean() for nz in noises]),
+      "turns": ", ".join(f"{f(_ttm(quick, nz, 'before', 'group').mean())} → "
+                         f"{f(_ttm(quick, nz, 'after', 'group').mean())}" for nz in noises),
+      "lo_gm": f"{fmt(_ttm(full, lo, 'before', 'group_match').mean())} → "
+               f"{fmt(_ttm(full, lo, 'after', 'group_match').mean())}",
+      "lo_up": (f"up in all {n} seeds" if np.all(d_lo > 0)
+                else f"up in {int(np.sum(d_lo > 0))} of {n} seeds")
+               + f", {span(d_lo, lambda v: signed(v, 2), sep=' to ')}",
+      "hi_counts": f"up in {int(np.sum(d_hi > 0))} seeds and down in {int(np.sum(d_hi < 0))}",
+      "hi_gm": f"{fmt(_ttm(full, hi, 'before', 'group_match').mean())} → "
+               f"{fmt(_ttm(full, hi, 'after', 'group_match').mean())}",
+      "hi_worst": f"{f(_ttm(full, hi, 'before', 'group_match')[worst])} → "
+                  f"{f(_ttm(full, hi, 'after', 'group_match')[worst])}",
+  }
+
+
 def main(argv: list[str] | None = None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--check", action="store_true",
