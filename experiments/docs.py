@@ -538,6 +538,10 @@ def dipper() -> dict[str, str]:
       "push_flat": g(mean(pf, "eval/success"), 2),
       "push_vs_flat": f"{wins(pd, pf, 'eval/success')} of {n}",
       "push_vs_hier": f"{wins(pd, ph, 'eval/success')} of {n}",
+      "maze_zero": ("0 in every seed" if not np.any(np.r_[seeds(md, "eval/success"),
+                                                          seeds(mn, "eval/success")])
+                    else f"{f(mean(md, 'eval/success'))} (lambda 1) and "
+                         f"{f(mean(mn, 'eval/success'))} (lambda 0)"),
       "maze_flat": f(mean(main[("maze", "flat")], "eval/success")),
       "maze_hier": f(mean(main[("maze", "hier")], "eval/success")),
       "maze_train": span([100 * mean(r, "train/success") for r in (mn, md)], lambda v: f"{v:.0f}")

@@ -26,7 +26,7 @@ figure identical to the record's, or removed from ``DIR``, is linked there).
 
 Scales: ``--quick`` runs each experiment's ``--quick`` setting (see
 ``docs/results/run_all/quick/REPORT.md`` for its wall time on 2 CPU cores);
-without it, the full runs the README's tables come from (hours on CPU).
+without it, the full runs the tables of ``docs/methods/`` come from (hours on CPU).
 ``--smoke`` (tests only) runs each at its smallest setting. On a host with
 several devices the experiments that vmap over seeds split them over the devices
 (``experiments.common.shard_seeds``; use a multiple of the device count).

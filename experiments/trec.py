@@ -262,7 +262,7 @@ def format_tables(analysis: dict, curriculum: list[dict]) -> str:
   return "\n".join(lines)
 
 
-STRONG_DECAY = 0.1  # tau / T at or below which weight decay dominates forgetting (README)
+STRONG_DECAY = 0.1  # tau / T at or below which weight decay dominates forgetting (docs)
 MIN_CORRELATION = 0.5  # smoothed Pearson r the EMA prediction must reach to count as the shape
 
 
