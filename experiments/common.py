@@ -191,6 +191,23 @@ def write_results(out: str, name: str, result: dict, table: str, note: str = "",
   print(f"\nwall time {result['wall_time_s']:.1f} s; results in {out}")
 
 
+def sample_std(values) -> float:
+  """Sample standard deviation (``ddof=1``) over seeds; NaN for fewer than two values.
+
+  The README's convention for every "±" in tables and reports (mean ± sample std).
+  """
+  x = np.asarray(values, np.float64).reshape(-1)
+  return float(np.std(x, ddof=1)) if x.size > 1 else float("nan")
+
+
+def pm(values, fmt: str = ".3f", std_fmt: str | None = None, sign: bool = False) -> str:
+  """``"mean ± sample std"`` of per-seed ``values`` (only the mean for a single seed)."""
+  x = np.asarray(values, np.float64).reshape(-1)
+  mean = f"{x.mean():{'+' if sign else ''}{fmt}}"
+  s = sample_std(x)
+  return mean if not np.isfinite(s) else f"{mean} ± {s:{std_fmt or fmt}}"
+
+
 class Claim(NamedTuple):
   """One row of ``run_all``'s report: a paper's claim and what we measured of it.
 

@@ -27,7 +27,15 @@ import matplotlib.pyplot as plt
 import numpy as np
 from tqdm.auto import tqdm
 
-from experiments.common import Claim, machine, scale_config, shard_seeds, write_results
+from experiments.common import (
+    Claim,
+    machine,
+    pm,
+    sample_std,
+    scale_config,
+    shard_seeds,
+    write_results,
+)
 from jaxlab import envs
 from jaxlab.rl import hrl
 from jaxlab.rl.agents.dipper import DipperConfig
@@ -72,7 +80,7 @@ def run(task: str, arm: str, config: hrl.HRLConfig, seeds: int, ckpt: str | None
   keys = shard_seeds(jax.random.split(jax.random.key(0), seeds))  # seeds over devices
   _, history = train(keys, checkpoint_dir=ckpt)
   last = max(1, len(history["env_steps"]) // 5)  # final metrics: mean of the last 20%
-  final = {k: {"mean": float(np.mean(v[-last:])), "std": float(np.std(np.mean(v[-last:], 0))),
+  final = {k: {"mean": float(np.mean(v[-last:])), "std": sample_std(np.mean(v[-last:], 0)),
                "per_seed": np.mean(v[-last:], 0).tolist()} for k, v in history.items()}
   return {"task": task, "arm": arm, "lam": config.dipper.lam,
           "config": dataclasses.asdict(config), "history": {k: v.tolist() for k, v in
@@ -96,7 +104,7 @@ def format_table(runs: list[dict]) -> str:
            "|" + "---|" * (len(KEYS) + 3)]
   for r in runs:
     flat = r["arm"] == "flat"
-    cells = [f"{r['final'][k]['mean']:.3g} ± {r['final'][k]['std']:.2g}"
+    cells = [pm(r["final"][k]["per_seed"], ".3g", ".2g")
              if k in r["final"] and not (flat and not k.endswith("/success")) else ""
              for k, _ in KEYS]
     lam = "" if r["arm"] in ("flat", "hier") else f"{r['lam']:g}"
@@ -150,7 +158,7 @@ def _per_seed(result: dict, task: str, arm: str, key: str) -> np.ndarray | None:
 
 
 def _spread(x: np.ndarray) -> str:
-  return f"{x.mean():.3g} ± {x.std():.2g}"
+  return pm(x, ".3g", ".2g")
 
 
 def _beats(result: dict, task: str, key: str, arm: str, others: tuple[str, ...],

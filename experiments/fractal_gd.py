@@ -47,7 +47,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from tqdm.auto import tqdm
 
-from experiments.common import Claim, machine, scale_config, write_results
+from experiments.common import Claim, machine, pm, scale_config, write_results
 from jaxlab.dynamics import factorization as F
 
 Y = 1.0
@@ -206,7 +206,7 @@ def format_tables(crit, map_rows, sens, bal) -> str:
     d = np.array([r["boundary_dimension"] for r in rs])
     mean = lambda k, rs=rs: np.mean([r[k] for r in rs])
     neither = mean("running") + mean("stationary") + mean("unstable")
-    lines.append(f"| {lam} | {frac} | {d.mean():.3f} ± {d.std():.3f} | {mean('converged'):.3f} "
+    lines.append(f"| {lam} | {frac} | {pm(d)} | {mean('converged'):.3f} "
                  f"| {mean('diverged'):.3f} | {neither:.3f} |")
   lines += ["", "## Sensitivity: start pairs 1e-6 apart", "",
             "| lam | eta/eta* | converged | different minimizer | different outcome | "
@@ -225,8 +225,7 @@ def format_tables(crit, map_rows, sens, bal) -> str:
 
 
 def _pm(x) -> str:
-  x = np.asarray(x, float)
-  return f"{x.mean():.3f} ± {x.std():.3f}"
+  return pm(x)
 
 
 def claims(result: dict) -> list[Claim]:

@@ -31,7 +31,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from tqdm.auto import tqdm
 
-from experiments.common import Claim, machine, scale_config, write_results
+from experiments.common import Claim, machine, pm, sample_std, scale_config, write_results
 from jaxlab.preference import digit_pairs as D
 from jaxlab.preference import ttm
 
@@ -84,7 +84,7 @@ def summarize(runs: list[dict], noises) -> list[dict]:
       row = {"order_noise": noise, "stage": stage}
       for m in METRICS:
         v = np.array([r[stage][m] for r in rs])
-        row[m] = (float(v.mean()), float(v.std()))
+        row[m] = (float(v.mean()), sample_std(v))
       rows.append(row)
   return rows
 
@@ -124,13 +124,13 @@ def claims(result: dict) -> list[Claim]:
     return np.array([r[stage][metric] for r in runs if r["order_noise"] == noise])
 
   def ms(v):
-    return f"{v.mean():.3f} ± {v.std():.3f}"
+    return pm(v)
 
   def change(noise, metric):
     before, after = per_seed(noise, "before", metric), per_seed(noise, "after", metric)
     d = after - before
-    text = (f"noise {noise:g}: {ms(before)} → {ms(after)} (paired {d.mean():+.3f} ± "
-            f"{d.std():.3f}, up in {int(np.sum(d > 0))}/{d.size} seeds)")
+    text = (f"noise {noise:g}: {ms(before)} → {ms(after)} (paired {pm(d, sign=True)}, "
+            f"up in {int(np.sum(d > 0))}/{d.size} seeds)")
     return text, bool(np.all(d > 0))
 
   margins = {m: np.array([r["before"][m] - chance[m] for r in runs]) for m in chance}
