@@ -747,7 +747,7 @@ def trec_docs() -> dict[str, str]:
       "full_long_end_wins": span([-r["gain"].mean() for r in others(fcur, flong)]),
       "full_long_general": f"{f(fcur[(flong, 'end')]['general_loss']['mean'])} vs "
                            + span([r["general_loss"]["mean"] for r in others(fcur, flong)]),
-      "quick_gains": span([r["gain"].mean() for r in others(cur, short)], signed),
+      "quick_gains": "+" + span([r["gain"].mean() for r in others(cur, short)]),
   }
 
 
