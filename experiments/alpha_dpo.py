@@ -566,7 +566,7 @@ def main(argv=None) -> dict:
           + "; ".join(f"{n}: lr {tc['lr']}, {tc['finetune_steps']} steps x {tc['batch']} "
                       f"pairs of {tc['pairs']}, T = {tc['num_steps']}, MLP {tc['hidden']}"
                       for n, tc in cfg["tasks"].items()))
-  write_results(args.out, "alpha_dpo", result, "\n\n".join(texts), note)
+  write_results(args.out, "alpha_dpo", result, "\n\n".join(texts), note, argv=argv)
   return result
 
 

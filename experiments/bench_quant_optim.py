@@ -18,7 +18,6 @@ of ``optax.adam``; G+M+V+W simulation at most 2x (aim 1.5x).
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
@@ -27,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from experiments.common import ExperimentCLI, Ratio
+from experiments.common import ExperimentCLI, Ratio, save_json
 from jaxlab.optim import quantized_adam
 from jaxlab.optim.problems import mlp_functional
 from jaxlab.quant import FloatFormat
@@ -141,8 +140,7 @@ def main(argv=None) -> dict:
   result = {"backend": jax.default_backend(), "devices": [str(d) for d in jax.devices()],
             "jax": jax.__version__, "num_params": num_params, "rows": rows}
   os.makedirs(args.out, exist_ok=True)
-  with open(os.path.join(args.out, "results.json"), "w") as f:
-    json.dump(result, f, indent=1)
+  result = save_json(os.path.join(args.out, "results.json"), result, "bench_quant_optim", argv)
   return result
 
 

@@ -26,7 +26,15 @@ import matplotlib.pyplot as plt
 import numpy as np
 from tqdm.auto import tqdm
 
-from experiments.common import Claim, ExperimentCLI, machine, shard_seeds, write_results
+from experiments.common import (
+    Claim,
+    ExperimentCLI,
+    machine,
+    pm,
+    sample_std,
+    shard_seeds,
+    write_results,
+)
 from jaxlab import envs
 from jaxlab.rl import hrl
 from jaxlab.rl.agents.dipper import DipperConfig
@@ -71,7 +79,7 @@ def run(task: str, arm: str, config: hrl.HRLConfig, seeds: int, ckpt: str | None
   keys = shard_seeds(jax.random.split(jax.random.key(0), seeds))  # seeds over devices
   _, history = train(keys, checkpoint_dir=ckpt)
   last = max(1, len(history["env_steps"]) // 5)  # final metrics: mean of the last 20%
-  final = {k: {"mean": float(np.mean(v[-last:])), "std": float(np.std(np.mean(v[-last:], 0))),
+  final = {k: {"mean": float(np.mean(v[-last:])), "std": sample_std(np.mean(v[-last:], 0)),
                "per_seed": np.mean(v[-last:], 0).tolist()} for k, v in history.items()}
   return {"task": task, "arm": arm, "lam": config.dipper.lam,
           "config": dataclasses.asdict(config), "history": {k: v.tolist() for k, v in
@@ -95,7 +103,7 @@ def format_table(runs: list[dict]) -> str:
            "|" + "---|" * (len(KEYS) + 3)]
   for r in runs:
     flat = r["arm"] == "flat"
-    cells = [f"{r['final'][k]['mean']:.3g} ± {r['final'][k]['std']:.2g}"
+    cells = [pm(r["final"][k]["per_seed"], ".3g", ".2g")
              if k in r["final"] and not (flat and not k.endswith("/success")) else ""
              for k, _ in KEYS]
     lam = "" if r["arm"] in ("flat", "hier") else f"{r['lam']:g}"
@@ -149,7 +157,7 @@ def _per_seed(result: dict, task: str, arm: str, key: str) -> np.ndarray | None:
 
 
 def _spread(x: np.ndarray) -> str:
-  return f"{x.mean():.3g} ± {x.std():.2g}"
+  return pm(x, ".3g", ".2g")
 
 
 def _beats(result: dict, task: str, key: str, arm: str, others: tuple[str, ...],
@@ -247,7 +255,7 @@ def main(argv=None) -> dict:
     with open(os.path.join(args.out, "results.json")) as f:
       result = json.load(f)
     result["figures"] = plot(result["runs"], args.out)
-    write_results(args.out, "dipper", result, format_table(result["runs"]), NOTE)
+    write_results(args.out, "dipper", result, format_table(result["runs"]), NOTE, new_run=False)
     return result
   os.makedirs(args.out, exist_ok=True)
   jobs = [(t, a, None) for t in args.tasks for a in args.arms]
@@ -273,7 +281,7 @@ def main(argv=None) -> dict:
             "runs": runs, "wall_time_s": time.time() - start,
             "machine": machine()}
   result["figures"] = plot(runs, args.out)
-  write_results(args.out, "dipper", result, table, NOTE)
+  write_results(args.out, "dipper", result, table, NOTE, argv=argv)
   return result
 
 

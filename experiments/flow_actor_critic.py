@@ -31,7 +31,15 @@ import matplotlib.pyplot as plt
 import numpy as np
 from tqdm.auto import tqdm
 
-from experiments.common import Claim, ExperimentCLI, machine, shard_seeds, write_results
+from experiments.common import (
+    Claim,
+    ExperimentCLI,
+    machine,
+    pm,
+    sample_std,
+    shard_seeds,
+    write_results,
+)
 from jaxlab import envs
 from jaxlab.rl.agents import FACAgent, FACConfig, FQLAgent, FQLConfig, unregularized
 from jaxlab.rl.train import TrainConfig, make_train
@@ -76,7 +84,7 @@ def run_arm(arm: str, cfg: dict, dataset: dict, evaluate: bool, checkpoint_dir: 
   _, history = train(keys, checkpoint_dir=checkpoint_dir)
   wall = time.time() - start
   hist = {k: v.tolist() for k, v in history.items()}
-  final = {k: {"mean": float(np.mean(v[-1])), "std": float(np.std(v[-1])),
+  final = {k: {"mean": float(np.mean(v[-1])), "std": sample_std(v[-1]),
                "per_seed": [float(x) for x in v[-1]]} for k, v in history.items()}
   return {"arm": arm, "config": dataclasses.asdict(agent_cfg), "history": hist, "final": final,
           "wall_time_s": wall}
@@ -94,7 +102,7 @@ def format_table(runs: list[dict]) -> str:
     cells = []
     for key, _ in SUMMARY_KEYS:
       f = r["final"].get(key)
-      cells.append(f"{f['mean']:.3g} ± {f['std']:.2g}" if f else "")
+      cells.append(pm(f["per_seed"], ".3g", ".2g") if f else "")
     lines.append(f"| {r['task']} | {r['arm']} | " + " | ".join(cells) + " |")
   return "\n".join(lines)
 
@@ -136,7 +144,7 @@ def _per_seed(result: dict, arm: str, key: str, task: str = "multigoal_point") -
 
 
 def _spread(x: np.ndarray) -> str:
-  return f"{x.mean():.3g} ± {x.std():.2g}"
+  return pm(x, ".3g", ".2g")
 
 
 def _beats(a: np.ndarray | None, b: np.ndarray | None, name_a: str, name_b: str, what: str,
@@ -226,7 +234,7 @@ def main(argv=None) -> dict:
             "machine": machine()}
   result["figures"] = plot(runs, args.out)
   write_results(args.out, "flow_actor_critic", result, table,
-                "Final chunk, mean ± std over seeds.")
+                "Final chunk, mean ± std over seeds.", argv=argv)
   return result
 
 

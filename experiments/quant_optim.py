@@ -30,7 +30,6 @@ prints the summary table.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
@@ -43,15 +42,15 @@ import numpy as np
 import optax
 from tqdm.auto import tqdm
 
-from experiments.common import Claim, ExperimentCLI, shard_seeds
+from experiments.common import Claim, ExperimentCLI, save_json, shard_seeds
 from jaxlab.optim import quantize_params, quantized_adam, quantized_muon
 from jaxlab.optim.problems import (
-    DATASETS,
-    load_classification,
-    make_least_squares,
-    mlp_functional,
-    rosenbrock,
-    train,
+  DATASETS,
+  load_classification,
+  make_least_squares,
+  mlp_functional,
+  rosenbrock,
+  train,
 )
 from jaxlab.quant import FloatFormat
 
@@ -576,8 +575,8 @@ def main(argv: list[str] | None = None) -> dict:
   res["machine"] = {"backend": jax.default_backend(), "devices": [str(d) for d in jax.devices()],
                     "jax": jax.__version__, "optax": optax.__version__}
   table = format_table(rows)
-  with open(os.path.join(args.out, "results.json"), "w") as f:
-    json.dump(res, f, indent=1, default=_json_default)
+  res = save_json(os.path.join(args.out, "results.json"), res, "quant_optim", argv,
+                  default=_json_default)
   with open(os.path.join(args.out, "summary.md"), "w") as f:
     f.write(f"# quant_optim ({scale}), "
             f"{res['wall_time_s']:.0f} s\n\n{table}\n")

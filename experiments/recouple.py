@@ -66,7 +66,15 @@ import matplotlib.pyplot as plt
 import numpy as np
 from tqdm.auto import tqdm
 
-from experiments.common import Claim, ExperimentCLI, machine, shard_seeds, write_results
+from experiments.common import (
+    Claim,
+    ExperimentCLI,
+    machine,
+    pm,
+    sample_std,
+    shard_seeds,
+    write_results,
+)
 from jaxlab.preference import recouple as rc
 
 N_CAUSAL, SPURIOUS, N_FEATURES = 4, 4, 8
@@ -249,7 +257,7 @@ def make_pipeline(config: rc.RecoupleConfig, few_shot: rc.RecoupleConfig, graphd
 
 def stats(values: np.ndarray) -> dict:
   values = np.asarray(values, np.float64)
-  return {"mean": float(values.mean()), "std": float(values.std()),
+  return {"mean": float(values.mean()), "std": sample_std(values),
           "per_seed": values.tolist()}
 
 
@@ -284,7 +292,7 @@ def run_setting(index: int, regime: str, shift: float, cfg: dict, geo: Geometry,
 
 
 def fmt(s: dict | None) -> str:
-  return "n/a" if s is None else f"{s['mean']:.3f} ± {s['std']:.3f}"
+  return "n/a" if s is None else pm(s["per_seed"])
 
 
 def format_tables(settings: list[dict]) -> str:
@@ -305,7 +313,7 @@ def format_tables(settings: list[dict]) -> str:
           cells.append("n/a")
           continue
         d = np.asarray(row[s]["per_seed"]) - np.asarray(bt[s]["per_seed"])
-        cells.append(f"{d.mean():+.3f} ± {d.std():.3f}")
+        cells.append(pm(d, sign=True))
       lines.append(f"| {name} − bt (paired) | " + " | ".join(cells) + " |")
     lines += ["", "ReCouPLe's terms on the training pairs after training (every method; the ratio "
               "penalty is the two segments' hinges added; aligned accuracy: R_par alone):", "",
@@ -353,7 +361,7 @@ def claims(result: dict) -> list[Claim]:
         gain = np.asarray(ours["per_seed"]) - np.asarray(bt["per_seed"])
         worst = min(worst, gain.min())
         cells.append(f"m = {st['shift']:g}: ReCouPLe {fmt(ours)} vs BT {fmt(bt)}, paired "
-                     f"gain {gain.mean():+.3f} ± {gain.std():.3f} (worst seed "
+                     f"gain {pm(gain, sign=True)} (worst seed "
                      f"{gain.min():+.3f})")
       rows.append(Claim(claim, "; ".join(cells) + f" ({seeds} seeds)",
                         bool(worst >= MATERIAL_GAIN)))
@@ -435,7 +443,7 @@ def main(argv=None) -> dict:
                 "feature as in training / reversed / independent; clean: unconfounded training "
                 "tasks; new_*: the held-out task (spurious independent) before and after "
                 f"{cfg['few_shot_steps']} fine-tuning steps on {cfg['few_shot_pairs']} of its "
-                "pairs. Paired rows: per-seed difference to Bradley-Terry.")
+                "pairs. Paired rows: per-seed difference to Bradley-Terry.", argv=argv)
   return result
 
 

@@ -89,7 +89,7 @@ def test_tasks_rewards_and_proxies():
 
 
 def test_claims_on_recorded_quick_run():
-  path = pathlib.Path(__file__).parents[2] / "docs/results/alpha_dpo/results.json"
+  path = pathlib.Path(__file__).parents[2] / "docs/results/alpha_dpo/quick/results.json"
   rows = E.claims(json.loads(path.read_text()))
   assert len(rows) == len(E.METHODS) - 1  # one per alpha-DPO variant (mixture only)
   check_claims(rows)

@@ -78,7 +78,7 @@ def test_bad_seeds():
     ex.main(["--smoke", "--seeds", "0"])
 
 
-@pytest.mark.parametrize("name", ["recouple", "recouple_full"])
+@pytest.mark.parametrize("name", ["recouple/quick", "recouple/full"])
 def test_claims_on_recorded_runs(name):
   path = pathlib.Path(__file__).parents[2] / "docs/results" / name / "results.json"
   rows = ex.claims(json.loads(path.read_text()))
