@@ -55,3 +55,12 @@ def test_spread_is_mean_and_sample_std():
   assert docs.pm([1.0, 2.0, 3.0], lambda x: f"{x:.1f}") == "2.0 ± 1.0"  # ddof=1
   assert docs.pm([0.5], lambda x: f"{x:.1f}") == "0.5"  # one seed: no spread
   assert docs.minmax([3.0, 1.0, 2.0], lambda x: f"{x:.0f}") == "1-3"
+
+
+def test_committed_results_stay_under_1mb_with_provenance():
+  paths = glob.glob(os.path.join(docs.RESULTS, "**", "results.json"), recursive=True)
+  assert len(paths) >= 9
+  for path in paths:
+    assert os.path.getsize(path) < 1_000_000, path
+    with open(path) as fh:
+      assert '"provenance"' in fh.read(), path
