@@ -8,7 +8,7 @@ and the tests):
 * :func:`make_least_squares`: a random linear regression, noiseless or noisy;
 * :class:`MLP` (flax nnx) and :func:`load_classification`: an MLP classifier on
   scikit-learn's bundled digits, or MNIST / CIFAR-10 through
-  ``tfds.data_source`` when that data is present locally.
+  ``tfds.data_source`` when that data is prepared locally as ArrayRecord.
 
 :func:`train` runs an optax optimizer for a fixed number of steps as one
 ``lax.scan`` and records the objective along the way, so a whole grid of
@@ -124,10 +124,12 @@ def load_classification(
 
   Args:
     name: "digits" (scikit-learn's bundled 8x8 digits, no download), "mnist"
-      or "cifar10" (read with ``tfds.data_source`` from ``data_dir``; prepare
-      them once with ``tfds build mnist`` / ``tfds.builder(name).download_and_prepare()``
-      where there is internet, e.g. in Colab).
-    data_dir: TFDS data directory (default: TFDS's).
+      or "cifar10" (read with ``tfds.data_source`` from ``data_dir``, which needs
+      no TensorFlow but reads only the ArrayRecord format; prepare them once
+      where there is internet, e.g. in Colab, with TensorFlow installed:
+      ``tfds.builder(name, data_dir=...).download_and_prepare(file_format="array_record")``).
+    data_dir: TFDS data directory (default: TFDS's, ``$TFDS_DATA_DIR`` or
+      ``~/tensorflow_datasets``).
     max_examples: cap per split (TFDS datasets only).
     test_fraction: held-out fraction for digits.
     seed: split seed for digits.
