@@ -69,7 +69,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -78,6 +78,7 @@ import optax
 from jax.typing import ArrayLike
 
 from jaxlab.core.checks import concrete
+from jaxlab.training.fit import FitState, fit
 from jaxlab.training.schedules import SCHEDULES, lr_schedule
 
 __all__ = [
@@ -284,11 +285,7 @@ def fit_forgetting(curve: ArrayLike, learning_rates: ArrayLike, weight_decay: fl
   return float(cands[int(np.nanargmax(scores))])
 
 
-class TrainState(NamedTuple):
-  """Loop state of :func:`train_adamw`."""
-
-  params: Any
-  opt_state: optax.OptState
+TrainState = FitState  # the old name of train_adamw's loop state: now the shared loop's
 
 
 def train_adamw(loss_fn: Callable[[Any, Any], jax.Array], params: Any, batches: Any,
@@ -298,7 +295,8 @@ def train_adamw(loss_fn: Callable[[Any, Any], jax.Array], params: Any, batches: 
 
   Step ``t`` takes the gradient of ``loss_fn(params, batch_t)`` and applies
   ``optax.adamw`` with learning rate ``learning_rates[t]``; ``learning_rates``
-  and ``weight_decay`` may be traced, e.g. vmapped over configurations.
+  and ``weight_decay`` may be traced, e.g. vmapped over configurations. The loop
+  is the shared :func:`jaxlab.training.fit` over the scanned ``batches``.
 
   Args:
     loss_fn: ``(params, batch) -> scalar``.
@@ -316,14 +314,8 @@ def train_adamw(loss_fn: Callable[[Any, Any], jax.Array], params: Any, batches: 
   lrs = jnp.asarray(learning_rates)
   opt = optax.adamw(lambda count: lrs[jnp.minimum(count, lrs.shape[0] - 1)], b1=b1, b2=b2,
                     eps=eps, weight_decay=weight_decay)
-
-  def step(state: TrainState, batch) -> tuple[TrainState, jax.Array]:
-    loss, grads = jax.value_and_grad(loss_fn)(state.params, batch)
-    updates, opt_state = opt.update(grads, state.opt_state, state.params)
-    return TrainState(optax.apply_updates(state.params, updates), opt_state), loss
-
-  state, losses = jax.lax.scan(step, TrainState(params, opt.init(params)), batches)
-  return state.params, losses
+  result = fit(lambda p, batch, _: loss_fn(p, batch), opt, params, batches=batches)
+  return result.state.params, result.losses
 
 
 @functools.partial(jax.jit, static_argnames=("loss_fn", "chunk"))

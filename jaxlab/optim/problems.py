@@ -11,8 +11,9 @@ and the tests):
   ``tfds.data_source`` when that data is prepared locally as ArrayRecord.
 
 :func:`train` runs an optax optimizer for a fixed number of steps as one
-``lax.scan`` and records the objective along the way, so a whole grid of
-configurations can be ``jax.vmap``-ed and compiled once.
+``lax.scan`` (the shared :func:`jaxlab.training.fit`) and records the objective
+along the way, so a whole grid of configurations can be ``jax.vmap``-ed and
+compiled once.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import nnx
+
+from jaxlab.training.fit import fit
 
 
 def rosenbrock(x: jax.Array, a: float = 1.0, b: float = 100.0) -> jax.Array:
@@ -154,12 +157,6 @@ def load_classification(
                         int(max(y_tr.max(), y_te.max())) + 1)
 
 
-class TrainCarry(NamedTuple):
-  params: Any
-  opt_state: Any
-  key: jax.Array
-
-
 def train(
     opt: optax.GradientTransformation,
     loss_fn: Callable[[Any, jax.Array], jax.Array],
@@ -170,7 +167,7 @@ def train(
     eval_fn: Callable[[Any], jax.Array] | None = None,
     num_evals: int = 1,
 ) -> tuple[Any, jax.Array]:
-  """Runs ``num_steps`` optimizer steps as one ``lax.scan``.
+  """Runs ``num_steps`` optimizer steps as one ``lax.scan`` (:func:`jaxlab.training.fit`).
 
   Args:
     opt: the optimizer.
@@ -180,7 +177,8 @@ def train(
     key: PRNG key for minibatches.
     num_steps: total steps (static); must be a multiple of ``num_evals``.
     eval_fn: ``eval_fn(params) -> scalar`` recorded ``num_evals`` times, after
-      every ``num_steps / num_evals`` steps (default: ``loss_fn`` at a fixed key).
+      every ``num_steps / num_evals`` steps (default: ``loss_fn`` at a fixed key);
+      non-finite values are recorded as ``inf``.
     num_evals: number of recorded evaluations.
 
   Returns:
@@ -190,19 +188,12 @@ def train(
     raise ValueError(f"num_steps={num_steps} must be a multiple of num_evals={num_evals}")
   if eval_fn is None:
     eval_fn = lambda p: loss_fn(p, jax.random.key(0))
-  grad_fn = jax.grad(loss_fn)
 
-  def step(carry: TrainCarry, _):
-    key, sub = jax.random.split(carry.key)
-    grads = grad_fn(carry.params, sub)
-    updates, opt_state = opt.update(grads, carry.opt_state, carry.params)
-    return TrainCarry(optax.apply_updates(carry.params, updates), opt_state, key), None
+  def record(p):
+    value = eval_fn(p)
+    return jnp.where(jnp.isfinite(value), value, jnp.inf)
 
-  def chunk(carry: TrainCarry, _):
-    carry, _ = jax.lax.scan(step, carry, length=num_steps // num_evals)
-    value = eval_fn(carry.params)
-    return carry, jnp.where(jnp.isfinite(value), value, jnp.inf)
-
-  carry = TrainCarry(params, opt.init(params), key)
-  carry, evals = jax.lax.scan(chunk, carry, length=num_evals)
-  return carry.params, evals
+  # no batch: the loss draws its own minibatch from the step's key
+  result = fit(lambda p, _, k: loss_fn(p, k), opt, params, key, num_steps=num_steps,
+               eval_fn=record, num_evals=num_evals)
+  return result.state.params, result.evals

@@ -32,6 +32,7 @@ from flax import nnx
 
 from jaxlab.nn import MLP, Net
 from jaxlab.preference.ttm import PseudoMatch
+from jaxlab.training.fit import fit
 
 LEFT_OF = 10  # token id of the relation; digits are tokens 0-9
 VOCAB = 11
@@ -210,16 +211,14 @@ def pretrain(key: jax.Array, data: DigitSplit, *, steps: int = 1500, batch: int 
   opt = _adamw(lr, steps, weight_decay)
   images, labels = jnp.asarray(data.train_images), np.asarray(data.train_labels)
 
-  def step(carry, k):
-    params, opt_state = carry
-    x, t = pretraining_batch(k, images, labels, batch, order_noise)
-    loss, grads = jax.value_and_grad(lambda p: clip_loss(net(x, t, params=p)))(params)
-    updates, opt_state = opt.update(grads, opt_state, params)
-    return (optax.apply_updates(params, updates), opt_state), loss
+  def loss(params, batch_key, _):
+    # the scanned "batches" are one key per step, split up front: each draws its batch
+    x, t = pretraining_batch(batch_key, images, labels, batch, order_noise)
+    return clip_loss(net(x, t, params=params))
 
-  run = jax.jit(lambda p, o, keys: jax.lax.scan(step, (p, o), keys))
-  (params, _), losses = run(net.params, opt.init(net.params), jax.random.split(k_data, steps))
-  return net.replace(params=params), [float(x) for x in losses[::100]]
+  run = jax.jit(lambda p, keys: fit(loss, opt, p, batches=keys))
+  result = run(net.params, jax.random.split(k_data, steps))
+  return net.replace(params=result.state.params), [float(x) for x in result.losses[::100]]
 
 
 def make_finetune(net: Net, *, epochs: int = 20, batch_groups: int = 16, lr: float = 1e-3,
@@ -252,25 +251,20 @@ def make_finetune(net: Net, *, epochs: int = 20, batch_groups: int = 16, lr: flo
 def _finetune_scan(graphdef, weight_decay, params, images, toks, selected, order, lr0):
   """AdamW with a cosine decay from ``lr0`` (traced: one compilation for every round)."""
   net = Net(graphdef=graphdef, params=params)
-  opt = optax.chain(optax.scale_by_adam(), optax.add_decayed_weights(weight_decay))
   steps = order.shape[0]
+  # Cosine decay to 0.1 lr0 over the round, as the official code's schedule.
+  lr = lambda count: lr0 * (0.1 + 0.45 * (1 + jnp.cos(jnp.pi * count.astype(jnp.float32)
+                                                       / steps)))
+  opt = optax.chain(optax.scale_by_adam(), optax.add_decayed_weights(weight_decay),
+                    optax.scale_by_learning_rate(lr))
 
-  def step(carry, xs):
-    p, o = carry
-    idx, t_step = xs
+  def loss(q, idx, _):
     x = images[idx].reshape(-1, IMAGE_DIM)
     t = toks[idx].reshape(-1, 3)
     w = jnp.repeat(selected[idx], 2).astype(jnp.float32)
-    loss, grads = jax.value_and_grad(lambda q: clip_loss(net(x, t, params=q), w))(p)
-    updates, o = opt.update(grads, o, p)
-    # Cosine decay to 0.1 lr0 over the round, as the official code's schedule.
-    lr_t = lr0 * (0.1 + 0.45 * (1 + jnp.cos(jnp.pi * t_step / steps)))
-    p = jax.tree.map(lambda a, u: a - lr_t * u, p, updates)
-    return (p, o), loss
+    return clip_loss(net(x, t, params=q), w)
 
-  (params, _), _ = jax.lax.scan(step, (params, opt.init(params)),
-                                (order, jnp.arange(steps, dtype=jnp.float32)))
-  return params
+  return fit(loss, opt, params, batches=order).state.params
 
 
 __all__ = ["LEFT_OF", "DigitSplit", "DualEncoder", "Groups", "caption", "clip_loss",

@@ -76,6 +76,9 @@ import jax.numpy as jnp
 import optax
 from flax import nnx
 
+from jaxlab.training.fit import fit as train_fit
+from jaxlab.training.fit import minibatch_sampler
+
 METHODS = ("recouple", "bt")
 
 
@@ -400,14 +403,6 @@ def loss_fn(params: Any, graphdef: Any, batch: PreferenceData, config: RecoupleC
                        ratio_weight=config.ratio_weight, eps=config.eps)
 
 
-class FitState(NamedTuple):
-  """Loop state of :func:`make_fit`."""
-
-  params: Any
-  opt_state: Any
-  key: jax.Array
-
-
 def check_data(data: PreferenceData, config: RecoupleConfig) -> None:
   """Raises ``ValueError`` unless ``data``'s shapes fit each other and ``config.embed_dim``."""
   if not isinstance(data, PreferenceData):
@@ -430,8 +425,9 @@ def make_fit(config: RecoupleConfig, graphdef: Any
   """Builds ``fit(params, key, data) -> (params, losses)``: Adam on minibatches, one ``scan``.
 
   Each step draws ``batch_size`` pairs uniformly (with replacement) from ``data``
-  and takes an Adam step on :func:`loss_fn`. Pure and jit-able, so many seeds run
-  as ``jax.vmap(fit)(params, keys, data)``. Call :func:`check_data` outside jit.
+  and takes an Adam step on :func:`loss_fn` (the shared :func:`jaxlab.training.fit`).
+  Pure and jit-able, so many seeds run as ``jax.vmap(fit)(params, keys, data)``. Call
+  :func:`check_data` outside jit.
 
   Args:
     config: a :class:`RecoupleConfig`.
@@ -444,21 +440,12 @@ def make_fit(config: RecoupleConfig, graphdef: Any
   _check_config(config)
   opt = optax.adam(config.lr)
   n_log = config.steps // config.log_every
+  loss = lambda params, batch, _: loss_fn(params, graphdef, batch, config)[0]
 
   def fit(params: Any, key: jax.Array, data: PreferenceData) -> tuple[Any, jax.Array]:
-    n = data.labels.shape[0]
-
-    def step(state: FitState, _) -> tuple[FitState, jax.Array]:
-      key, k_batch = jax.random.split(state.key)
-      batch = jax.tree.map(lambda x: x[jax.random.randint(k_batch, (config.batch_size,), 0, n)],
-                           data)
-      (loss, _), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params, graphdef,
-                                                                    batch, config)
-      updates, opt_state = opt.update(grads, state.opt_state, state.params)
-      return FitState(optax.apply_updates(state.params, updates), opt_state, key), loss
-
-    state = FitState(params, opt.init(params), key)
-    state, losses = jax.lax.scan(step, state, None, length=config.steps)
-    return state.params, losses[:n_log * config.log_every].reshape(n_log, -1).mean(-1)
+    result = train_fit(loss, opt, params, key, num_steps=config.steps,
+                       sample=minibatch_sampler(data, config.batch_size))
+    losses = result.losses
+    return result.state.params, losses[:n_log * config.log_every].reshape(n_log, -1).mean(-1)
 
   return fit
