@@ -1,33 +1,17 @@
-"""Optimizer test problems, the scanned training loop and the data loaders."""
+"""The scanned training loop and the MLP (the test problems' data: tests/data)."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-import tensorflow_datasets as tfds
 
 from jaxlab.optim.problems import (
     load_classification,
     make_least_squares,
     mlp_functional,
-    rosenbrock,
     train,
 )
-
-
-def test_rosenbrock_values():
-  assert float(rosenbrock(jnp.ones((3, 3)))) == 0.0
-  # Hand value at (0, 0): (1 - 0)^2 = 1; at (-1.2, 1): 100 * (1 - 1.44)^2 + 2.2^2 = 24.2.
-  assert float(rosenbrock(jnp.zeros(2))) == 1.0
-  np.testing.assert_allclose(float(rosenbrock(jnp.array([-1.2, 1.0]))), 24.2, rtol=1e-6)
-
-
-def test_noiseless_least_squares_has_zero_loss_at_solution():
-  p = make_least_squares(jax.random.key(0), num_rows=64, dim_in=8, dim_out=3)
-  w = jnp.linalg.lstsq(p.a, p.b)[0]
-  assert float(p.loss(w)) < 1e-8
-  assert p.loss(w, jnp.arange(5)).shape == ()
 
 
 def test_train_records_evals_and_matches_python_loop():
@@ -54,10 +38,3 @@ def test_mlp_functional_and_digits():
   assert apply(params, jnp.asarray(data.x_test[:5])).shape == (5, 10)
   with pytest.raises(ValueError, match="name"):
     load_classification("imagenet")
-
-
-def test_tfds_data_source_path_with_mock_data():
-  with tfds.testing.mock_data(num_examples=12):
-    data = load_classification("mnist")
-  assert data.x_train.shape == (12, 784) and data.x_test.shape == (12, 784)
-  assert data.y_train.dtype == np.int32
