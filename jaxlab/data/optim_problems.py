@@ -8,8 +8,8 @@ re-exports every name here.
 * :func:`make_least_squares`: a random linear regression, noiseless or noisy;
 * :func:`load_classification`: scikit-learn's bundled digits (the ``"pixels"``
   variant of :func:`jaxlab.data.digits.load_digits`), or MNIST / CIFAR-10 through
-  ``tfds.data_source`` when that data is present locally, standardized on the
-  train split.
+  ``tfds.data_source`` when that data is prepared locally as ArrayRecord,
+  standardized on the train split.
 """
 
 from __future__ import annotations
@@ -96,10 +96,12 @@ def load_classification(
 
   Args:
     name: "digits" (scikit-learn's bundled 8x8 digits, no download), "mnist"
-      or "cifar10" (read with ``tfds.data_source`` from ``data_dir``; prepare
-      them once with ``tfds build mnist`` / ``tfds.builder(name).download_and_prepare()``
-      where there is internet, e.g. in Colab).
-    data_dir: TFDS data directory (default: TFDS's).
+      or "cifar10" (read with ``tfds.data_source`` from ``data_dir``, which needs
+      no TensorFlow but reads only the ArrayRecord format; prepare them once
+      where there is internet, e.g. in Colab, with TensorFlow installed:
+      ``tfds.builder(name, data_dir=...).download_and_prepare(file_format="array_record")``).
+    data_dir: TFDS data directory (default: TFDS's, ``$TFDS_DATA_DIR`` or
+      ``~/tensorflow_datasets``).
     max_examples: cap per split (TFDS datasets only).
     test_fraction: held-out fraction for digits.
     seed: split seed for digits.

@@ -24,7 +24,9 @@ def test_noiseless_least_squares_has_zero_loss_at_solution():
 
 
 def test_tfds_data_source_path_with_mock_data():
-  with tfds.testing.mock_data(num_examples=12):
+  # mock_data replaces the ArrayRecord reader behind tfds.data_source with random examples
+  # of MNIST's features (no files, no TensorFlow): the loader's calls and decoding.
+  with tfds.testing.mock_data(num_examples=12, policy=tfds.testing.MockPolicy.USE_CODE):
     data = load_classification("mnist")
   assert data.x_train.shape == (12, 784) and data.x_test.shape == (12, 784)
   assert data.y_train.dtype == np.int32
