@@ -21,7 +21,7 @@ import numpy as np
 
 from experiments.common import ExperimentCLI, Ratio, save_json
 from jaxlab import matching as M
-from jaxlab.matching.instances import uniform
+from jaxlab.data.matching_instances import uniform
 
 
 def _time_jax(algorithm: str, servers, requests, **kw) -> tuple[float, float]:

@@ -40,7 +40,9 @@ from jaxlab.rl import hrl
 from jaxlab.rl.agents.dipper import DipperConfig
 from jaxlab.rl.agents.gcsac import SACConfig
 
-ARMS = ("flat", "hier", "dipper_no_v", "dipper")
+# arm -> (the hierarchy, hrl.HRLConfig.agent; DIPPER's value weight lambda, None: the scale's)
+ARMS = {"flat": ("flat", None), "hier": ("hier", None), "dipper_no_v": ("dipper", 0.0),
+        "dipper": ("dipper", None)}
 TASKS = {"maze": (envs.PointMaze, 15), "push": (envs.PointPush, 7)}  # env, subgoal period c
 
 CONFIGS = {
@@ -59,13 +61,14 @@ CONFIGS = {
 def hrl_config(arm: str, task: str, cfg: dict, lam: float | None = None) -> hrl.HRLConfig:
   """The HRL configuration of one arm on one task at a scale."""
   if arm not in ARMS:
-    raise ValueError(f"arm must be one of {ARMS}, got {arm!r}")
+    raise ValueError(f"arm must be one of {tuple(ARMS)}, got {arm!r}")
   c = TASKS[task][1]
+  agent, arm_lam = ARMS[arm]
   sac = SACConfig(hidden_dims=cfg["hidden"], batch_size=cfg["batch"])
-  lam = (0.0 if arm == "dipper_no_v" else cfg["lam"]) if lam is None else lam
+  lam = (cfg["lam"] if arm_lam is None else arm_lam) if lam is None else lam
   dip = DipperConfig(hidden_dims=cfg["hidden"], batch_size=cfg["pairs"], m=cfg["m"], lam=lam)
   return hrl.HRLConfig(
-      agent="dipper" if arm.startswith("dipper") else arm, subgoal_period=c, num_windows=15,
+      agent=agent, subgoal_period=c, num_windows=15,
       num_envs=cfg["num_envs"], iterations=cfg["iterations"],
       iters_per_chunk=cfg["iters_per_chunk"], low_updates=cfg["low_updates"],
       high_updates=cfg["high_updates"], buffer_episodes=cfg["buffer"],

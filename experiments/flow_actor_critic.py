@@ -41,10 +41,17 @@ from experiments.common import (
     write_results,
 )
 from jaxlab import envs
-from jaxlab.rl.agents import FACAgent, FACConfig, FQLAgent, FQLConfig, unregularized
+from jaxlab.rl.agents import registry
 from jaxlab.rl.train import TrainConfig, make_train
 
-ARMS = ("no_penalty", "penalty_only", "fac", "fql")
+# arm -> (registered agent, config fields of the arm, whether its behavior flow pretrains for
+# the scale's "pretrain" steps); every arm also takes the scale's widths and batch size
+ARMS = {
+    "no_penalty": ("unregularized", dict(distill=0.0), False),  # nothing uses the flow
+    "penalty_only": ("fac", dict(distill=0.0), True),
+    "fac": ("fac", {}, True),
+    "fql": ("fql", {}, False),  # FQL trains its flow jointly
+}
 
 CONFIGS = {
     "smoke": dict(hidden=(16, 16), episodes=40, pretrain=20, steps=40, eval_every=20, seeds=2,
@@ -58,16 +65,12 @@ CONFIGS = {
 
 def arm_setup(arm: str, cfg: dict) -> tuple[type, object]:
   """Agent class and config of one arm at a scale."""
-  common = dict(hidden_dims=cfg["hidden"], batch_size=cfg["batch"])
-  if arm == "no_penalty":
-    return FACAgent, unregularized.get_config(distill=0.0, **common)
-  if arm == "penalty_only":
-    return FACAgent, FACConfig(distill=0.0, pretrain_steps=cfg["pretrain"], **common)
-  if arm == "fac":
-    return FACAgent, FACConfig(pretrain_steps=cfg["pretrain"], **common)
-  if arm == "fql":
-    return FQLAgent, FQLConfig(**common)
-  raise ValueError(f"arm must be one of {ARMS}, got {arm!r}")
+  if arm not in ARMS:
+    raise ValueError(f"arm must be one of {tuple(ARMS)}, got {arm!r}")
+  agent, fields, pretrain = ARMS[arm]
+  if pretrain:
+    fields = {**fields, "pretrain_steps": cfg["pretrain"]}
+  return registry.make(agent, hidden_dims=cfg["hidden"], batch_size=cfg["batch"], **fields)
 
 
 def run_arm(arm: str, cfg: dict, dataset: dict, evaluate: bool, checkpoint_dir: str | None,

@@ -2,7 +2,7 @@
 
     python -m experiments.matching_incremental [--quick] [--out DIR] [--n N ...]
 
-On four metric families (``jaxlab.matching.instances``: uniform 2-D, clustered
+On four metric families (``jaxlab.data.matching_instances``: uniform 2-D, clustered
 2-D, 64-D L1 digits, road-graph shortest paths) requests arrive in chunks of
 n/20; after every chunk each algorithm's cost is divided by the optimum of the
 requests so far (the exact algorithm's cost, which is optimal after every
@@ -41,7 +41,7 @@ from tqdm.auto import tqdm
 
 from experiments.common import Claim, ExperimentCLI, pm, save_json
 from jaxlab import matching as M
-from jaxlab.matching.instances import FAMILIES, make
+from jaxlab.data.matching_instances import FAMILIES, make
 
 CHUNKS = 20
 CHECKPOINTS = (0.5, 0.9, 0.95, 1.0)

@@ -3,7 +3,7 @@
     python -m experiments.trec [--quick] [--out DIR] [--seeds S]
 
 A tiny causal transformer (``jaxlab.models``) learns Markov-document text
-(``jaxlab.models.markov_text``: each step's batch comes from its own random
+(``jaxlab.data.markov_text``: each step's batch comes from its own random
 document chain mixed with one shared chain) with ``optax.adamw``.
 
 1. **TREC vs prediction.** Schedules constant / cosine / WSD (5% warmup; WSD
@@ -58,8 +58,8 @@ from experiments.common import (
     shard_seeds,
     write_results,
 )
+from jaxlab.data import markov_text as mt
 from jaxlab.dynamics import trec
-from jaxlab.models import markov_text as mt
 from jaxlab.models import transformer as tfm
 
 MODEL = dict(vocab=64, d_model=32, heads=2, layers=2, seq_len=32)

@@ -69,13 +69,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import optax
 from flax import nnx
 
+from jaxlab.data.reason_pairs import PreferenceData
 from jaxlab.training.fit import fit as train_fit
 from jaxlab.training.fit import minibatch_sampler
 
@@ -298,24 +299,6 @@ def bt_loss(z_a: jax.typing.ArrayLike, z_b: jax.typing.ArrayLike, task: jax.typi
 # ----------------------------------------------------------------------------- training
 
 
-class PreferenceData(NamedTuple):
-  """Pairs of segments with labels, reasons and task vectors (plain arrays).
-
-  Attributes:
-    segments_a: ``(N, T, F)`` per-step features of the first segments.
-    segments_b: ``(N, T, F)`` of the second segments.
-    labels: ``(N,)`` probability that ``segments_b`` is preferred.
-    reasons: ``(N, D)`` reason vector of each pair (unused by Bradley-Terry).
-    tasks: ``(N, D)`` task vector of each pair.
-  """
-
-  segments_a: jax.Array
-  segments_b: jax.Array
-  labels: jax.Array
-  reasons: jax.Array
-  tasks: jax.Array
-
-
 @dataclasses.dataclass(frozen=True)
 class RecoupleConfig:
   """Reward-model training settings (official values noted; sizes here are CPU-sized)."""
@@ -383,12 +366,19 @@ def predicted_returns(graphdef: Any, params: Any, segments: jax.Array, tasks: ja
 
 
 def preference_accuracy(graphdef: Any, params: Any, segments_a: jax.Array,
-                        segments_b: jax.Array, tasks: jax.Array, labels: jax.Array
-                        ) -> jax.Array:
-  """Fraction of pairs where ``R(tau_b) > R(tau_a)`` agrees with ``labels > 0.5``."""
+                        segments_b: jax.Array, tasks: jax.Array, labels: jax.Array,
+                        num_tasks: int | None = None) -> jax.Array:
+  """Fraction of pairs where ``R(tau_b) > R(tau_a)`` agrees with ``labels > 0.5``.
+
+  With ``num_tasks``, the pairs are ``num_tasks`` equal blocks (one per task, in
+  order) and the result is each block's accuracy, shape ``(num_tasks,)``.
+  """
   d = (predicted_returns(graphdef, params, segments_b, tasks)
        - predicted_returns(graphdef, params, segments_a, tasks))
-  return jnp.mean((d > 0) == (jnp.asarray(labels) > 0.5))
+  correct = (d > 0) == (jnp.asarray(labels) > 0.5)
+  if num_tasks is None:
+    return jnp.mean(correct)
+  return jnp.mean(correct.reshape(num_tasks, -1), axis=1)
 
 
 def loss_fn(params: Any, graphdef: Any, batch: PreferenceData, config: RecoupleConfig

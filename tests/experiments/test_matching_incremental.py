@@ -8,7 +8,6 @@ import pytest
 
 from experiments import bench_matching, matching_incremental
 from experiments.common import Ratio, check_claims
-from jaxlab import matching as M
 from jaxlab.matching import instances
 
 ROOT = pathlib.Path(__file__).parents[2]
@@ -63,14 +62,3 @@ def test_ratios_on_the_recorded_bench():
   assert by_name["exact (all n insertions) vs one scipy solve, n = 10000"] == pytest.approx(
       10.45 / 29.14, rel=1e-3)
   assert by_name["exact vs the same step in numpy, n = 1000"] < 1
-
-
-@pytest.mark.parametrize("family", instances.FAMILIES)
-def test_instances_are_valid(family):
-  servers, requests, metric = instances.make(family, 40, seed=1)
-  c = M.cost_matrix(requests, servers, metric)
-  assert c.shape == (40, 40) and np.all(np.isfinite(c)) and np.all(c >= 0)
-  if family == "road_graph":  # request and server nodes are distinct graph nodes
-    assert c.min() > 0
-  with pytest.raises(ValueError, match="family"):
-    instances.make("nyc", 10)

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxlab.models import markov_text as mt
+from jaxlab.data import markov_text as mt
 
 SPEC = mt.MarkovTextSpec(vocab_size=16, branching=2, global_branching=4, global_prob=0.5)
 CHAINS = mt.make_chains(jax.random.key(0), SPEC)
