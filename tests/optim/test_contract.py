@@ -131,6 +131,4 @@ def test_state_shape_dtype_stability(name, dtype):
   for _ in range(2):
     p, s = step(p, s)
     assert all(leaf.dtype == dtype for leaf in jax.tree.leaves(p))
-  assert jax.tree.structure(s) == jax.tree.structure(s0)
-  for a, b in zip(jax.tree.leaves(s), jax.tree.leaves(s0), strict=True):
-    assert a.shape == b.shape and a.dtype == b.dtype
+  chex.assert_trees_all_equal_shapes_and_dtypes(s, s0)  # structure included

@@ -4,6 +4,7 @@ import dataclasses
 import math
 from typing import NamedTuple
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -91,8 +92,7 @@ def test_dipper_loop_runs_and_resumes_exactly(tmp_path):
   assert int(state.buffer.size[0]) == 8  # ring buffer full after 9 episodes
   train(keys, checkpoint_dir=str(tmp_path), stop_after=1)
   resumed, history2 = train(keys, checkpoint_dir=str(tmp_path))
-  for a, b in zip(jax.tree.leaves(resumed), jax.tree.leaves(state), strict=True):
-    np.testing.assert_array_equal(a, b)
+  chex.assert_trees_all_equal(resumed, state)
   np.testing.assert_array_equal(history2["eval/success"], history["eval/success"])
 
 
