@@ -21,7 +21,7 @@ For each task and seed (``jaxlab.models.ddpm``, ``jaxlab.preference.alpha_dpo``)
    the KL divergence between the mode (class) histograms of the fine-tuned and the
    reference model's samples.
 
-Tasks:
+Tasks (``jaxlab.data.reward_tasks``):
   * ``mixture`` (all scales): 8 Gaussians (std 0.12) on a circle of radius 2. Reward
     ``r(x) = sum_k w_k exp(-|x - mu_k|^2 / (2 * 0.5^2))`` with ``w_k = (1 + cos
     theta_k) / 2``: 1 at the mode at angle 0, 0 at the opposite one, graded between; the
@@ -46,11 +46,8 @@ its devices. Writes ``results.json``, ``summary.md``, ``reward_vs_flip.png``,
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
-from collections.abc import Callable
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -59,7 +56,21 @@ import numpy as np
 from flax import nnx
 from tqdm.auto import tqdm
 
-from experiments.common import Claim, machine, scale_config, shard_seeds, write_results
+from experiments.common import (
+    Claim,
+    ExperimentCLI,
+    machine,
+    shard_seeds,
+    write_results,
+)
+from jaxlab.data.reward_tasks import (  # noqa: F401  (digits_task: the old experiment name)
+    TASKS,
+    Task,
+    digits_task,
+    label_pairs,
+    mixture_task,
+    sample_stats,
+)
 from jaxlab.models import ddpm
 from jaxlab.nn import Net
 from jaxlab.preference import alpha_dpo
@@ -87,119 +98,14 @@ CONFIGS = {
                                 "pretrain_steps": 100, "pairs": 128, "betas": (10.0,),
                                 "finetune_steps": 20, "batch": 16, "snapshots": 2,
                                 "eval_samples": 64, "lr": 1e-3}}),
-    "quick": dict(seeds=3, flips=(0.0, 0.2, 0.4), tasks={"mixture": _MIX}),
+    "quick": dict(seeds=3, flips=(0.0, 0.2, 0.4), tasks={"mixture": {
+        **_MIX, "hidden": (64, 64, 64), "pretrain_steps": 1000, "data_size": 5000, "pairs": 1000,
+        "finetune_steps": 300, "snapshots": 3, "eval_samples": 500}}),
     "full": dict(seeds=5, flips=(0.0, 0.2, 0.4), tasks={
         "mixture": {**_MIX, "betas": (10.0, 100.0, 1000.0), "finetune_steps": 1600,
                     "snapshots": 8},
         "digits": _DIG}),
 }
-
-
-class Task(NamedTuple):
-  """A data set with a known reward and drift proxies (all jnp, jittable)."""
-
-  name: str
-  dim: int
-  num_modes: int
-  sample_data: Callable[[jax.Array, int], jax.Array]  # (key, n) -> (n, dim)
-  reward: Callable[[jax.Array], jax.Array]  # (n, dim) -> (n,)
-  off_manifold: Callable[[jax.Array], jax.Array]  # (n, dim) -> (n,) bool
-  mode: Callable[[jax.Array], jax.Array]  # (n, dim) -> (n,) int in [0, num_modes)
-  dataset: jax.Array | None = None  # a fixed training set (else pretrain on sample_data)
-
-
-def mixture_task(num_modes: int = 8, radius: float = 2.0, std: float = 0.12,
-                 reward_width: float = 0.5) -> Task:
-  angles = 2 * np.pi * np.arange(num_modes) / num_modes
-  centres = jnp.asarray(radius * np.stack([np.cos(angles), np.sin(angles)], 1), jnp.float32)
-  weights = jnp.asarray((1 + np.cos(angles)) / 2, jnp.float32)
-
-  def sq_dist(x):
-    return jnp.sum(jnp.square(x[:, None, :] - centres[None]), -1)
-
-  def sample_data(key, n):
-    k_c, k_x = jax.random.split(key)
-    c = jax.random.randint(k_c, (n,), 0, num_modes)
-    return centres[c] + std * jax.random.normal(k_x, (n, 2))
-
-  return Task(
-      name="mixture", dim=2, num_modes=num_modes, sample_data=sample_data,
-      reward=lambda x: jnp.sum(weights * jnp.exp(-sq_dist(x) / (2 * reward_width**2)), -1),
-      off_manifold=lambda x: jnp.min(sq_dist(x), -1) > (4 * std) ** 2,
-      mode=lambda x: jnp.argmin(sq_dist(x), -1))
-
-
-def digits_task() -> Task:
-  from sklearn.datasets import load_digits
-
-  digits = load_digits()
-  data = (digits.data / 8.0 - 1.0).astype(np.float32)  # pixels 0..16 -> [-1, 1]
-  means = np.stack([data[digits.target == k].mean(0) for k in range(10)])
-  within = np.sum((data - means[digits.target]) ** 2, -1).mean()
-  # probe: softmax(-|x - mean_k|^2 / tau), tau = within-class mean squared distance / 4
-  # (90% accuracy on the real digits, and soft enough to give a graded reward)
-  centres, tau = jnp.asarray(means), float(within / 4)
-  real = jnp.asarray(data)
-  sq = np.sum(data * data, -1)
-  d2 = sq[:, None] - 2 * data @ data.T + sq[None]
-  np.fill_diagonal(d2, np.inf)
-  threshold = float(np.quantile(d2.min(1), 0.99))  # squared NN distance among real digits
-
-  def logits(x):
-    return -jnp.sum(jnp.square(x[:, None] - centres[None]), -1) / tau
-
-  def nn_sq_dist(x):
-    return jnp.min(jnp.sum(x * x, -1)[:, None] - 2 * x @ real.T
-                   + jnp.sum(real * real, -1)[None], -1)
-
-  return Task(
-      name="digits", dim=64, num_modes=10,
-      sample_data=lambda key, n: real[jax.random.randint(key, (n,), 0, real.shape[0])],
-      reward=lambda x: jax.nn.softmax(logits(x), -1) @ jnp.arange(10.0) / 9.0,
-      off_manifold=lambda x: nn_sq_dist(x) > threshold,
-      mode=lambda x: jnp.argmax(logits(x), -1), dataset=real)
-
-
-TASKS = {"mixture": mixture_task, "digits": digits_task}
-
-
-def sample_stats(task: Task, x: jax.Array, ref_hist: jax.Array | None = None) -> dict:
-  """Mean reward, off-manifold fraction, mode histogram (and KL to ``ref_hist``)."""
-  hist = jnp.bincount(task.mode(x), length=task.num_modes) / x.shape[0]
-  out = {"reward": jnp.mean(task.reward(x)), "off_manifold": jnp.mean(task.off_manifold(x)),
-         "hist": hist}
-  if ref_hist is not None:  # add-half smoothing so empty modes keep the KL finite
-    n = x.shape[0]
-    p = (hist * n + 0.5) / (n + 0.5 * task.num_modes)
-    q = (ref_hist * n + 0.5) / (n + 0.5 * task.num_modes)
-    out["mode_kl"] = jnp.sum(p * jnp.log(p / q))
-  return out
-
-
-def label_pairs(task: Task, x: jax.Array, key: jax.Array,
-                flips: tuple[float, ...]) -> tuple[jax.Array, jax.Array]:
-  """Pairs rows ``i`` and ``N + i`` of ``x``; returns ``(x_w, x_l)`` per flip rate.
-
-  Args:
-    task: gives the reward that orders each pair.
-    x: ``(2N, D)`` samples.
-    key: PRNG key for which pairs are flipped.
-    flips: flip rates; the pairs flipped at a lower rate are among those at a higher.
-
-  Returns:
-    ``(F, N, D)`` preferred and rejected samples.
-  """
-  n = x.shape[0] // 2
-  a, b = x[:n], x[n:]
-  a_wins = (task.reward(a) >= task.reward(b))[:, None]
-  x_w, x_l = jnp.where(a_wins, a, b), jnp.where(a_wins, b, a)
-  rank = jax.random.permutation(key, n)
-  ws, ls = [], []
-  for f in flips:
-    flip = (rank < round(f * n))[:, None]
-    ws.append(jnp.where(flip, x_l, x_w))
-    ls.append(jnp.where(flip, x_w, x_l))
-  return jnp.stack(ws), jnp.stack(ls)
 
 
 def _new_params(seed: jax.Array, dim: int, hidden: tuple[int, ...]):
@@ -512,17 +418,23 @@ def _plot_digit_samples(res: dict, flips: tuple[float, ...], out: str, per_row: 
   return "samples_digits.png"
 
 
+def cli() -> ExperimentCLI:
+  """The command line: every field of ``CONFIGS``; ``--tasks`` selects task names, so the
+  per-task settings dict is ``--task_settings`` (a dict literal merged into the scale's)."""
+  cli = ExperimentCLI(__doc__, CONFIGS, out="results/alpha_dpo",
+                      quick_help="2-D mixture only, 3 seeds, 2 betas: 2-4 min on 2 cores",
+                      flags={"tasks": "task_settings"},
+                      helps={"seeds": "seeds (each pretrains its own)",
+                             "flips": "fractions of preference labels flipped",
+                             "tasks": "task name -> its settings",
+                             "extra_tasks": "tasks run only when named with --tasks"})
+  cli.parser.add_argument("--tasks", nargs="+", default=None, choices=list(TASKS),
+                          help="a subset of the scale's tasks (default: all of them)")
+  return cli
+
+
 def main(argv=None) -> dict:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--quick", action="store_true",
-                      help="2-D mixture only, 3 seeds, 2 betas: 2-4 min on 2 cores")
-  parser.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)  # tests only
-  parser.add_argument("--out", default="results/alpha_dpo")
-  parser.add_argument("--seeds", type=int, default=None, help="seeds (each pretrains its own)")
-  parser.add_argument("--tasks", nargs="+", default=None, choices=list(TASKS),
-                      help="a subset of the scale's tasks (default: all of them)")
-  args = parser.parse_args(argv)
-  scale, cfg = scale_config(args, CONFIGS)
+  args, scale, cfg = cli().parse(argv)
   if args.tasks:
     available = {**cfg["tasks"], **cfg.pop("extra_tasks", {})}
     missing = [t for t in args.tasks if t not in available]
@@ -554,7 +466,7 @@ def main(argv=None) -> dict:
           + "; ".join(f"{n}: lr {tc['lr']}, {tc['finetune_steps']} steps x {tc['batch']} "
                       f"pairs of {tc['pairs']}, T = {tc['num_steps']}, MLP {tc['hidden']}"
                       for n, tc in cfg["tasks"].items()))
-  write_results(args.out, "alpha_dpo", result, "\n\n".join(texts), note)
+  write_results(args.out, "alpha_dpo", result, "\n\n".join(texts), note, argv=argv)
   return result
 
 

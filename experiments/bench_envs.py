@@ -13,8 +13,6 @@ Cheapest, to check that it runs (about 15 s of CPU, the ratios are noise):
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import time
 
@@ -22,7 +20,7 @@ import gymnax
 import jax
 import jax.numpy as jnp
 
-from experiments.common import Ratio
+from experiments.common import ExperimentCLI, Ratio, save_json
 from jaxlab.envs import PointMaze, PointPush
 
 ANCHOR = "PointRobot-misc"
@@ -74,12 +72,18 @@ def ratios(result: dict) -> list[Ratio]:
   return rows
 
 
+CONFIGS = {"full": dict(envs=1000, steps=1000)}
+
+
+def cli() -> ExperimentCLI:
+  """The command line: every field of ``CONFIGS``."""
+  return ExperimentCLI(__doc__, CONFIGS, out="results/bench_envs",
+                       helps={"envs": "vmapped environments", "steps": "steps per environment"})
+
+
 def main(argv=None) -> dict:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--envs", type=int, default=1000)
-  parser.add_argument("--steps", type=int, default=1000)
-  parser.add_argument("--out", default="results/bench_envs")
-  args = parser.parse_args(argv)
+  args, _, cfg = cli().parse(argv)
+  args.envs, args.steps = cfg["envs"], cfg["steps"]
   if args.envs < 1 or args.steps < 1:
     raise ValueError(f"--envs and --steps must be >= 1, got {args.envs}, {args.steps}")
   robot, robot_params = gymnax.make(ANCHOR)
@@ -97,8 +101,7 @@ def main(argv=None) -> dict:
             "ratio_to_point_robot": {k: v / base for k, v in rows.items()},
             "backend": jax.default_backend(), "jax": jax.__version__}
   os.makedirs(args.out, exist_ok=True)
-  with open(os.path.join(args.out, "results.json"), "w") as f:
-    json.dump(result, f, indent=1)
+  result = save_json(os.path.join(args.out, "results.json"), result, "bench_envs", argv)
   return result
 
 

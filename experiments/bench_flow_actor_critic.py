@@ -21,7 +21,6 @@ minutes on 2 CPU cores: ``--steps 300``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
 
@@ -29,7 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from experiments.common import Ratio
+from experiments.common import ExperimentCLI, Ratio, save_json
 from jaxlab import envs
 from jaxlab.core.rng import split_key_data as split
 from jaxlab.rl.agents import FACAgent, FACConfig
@@ -101,14 +100,17 @@ def ratios(result: dict) -> list[Ratio]:
                 higher_is_better=True)]
 
 
+CONFIGS = {"full": dict(seeds=4, steps=1000, hidden=[128, 128], batch_size=256)}
+
+
+def cli() -> ExperimentCLI:
+  """The command line: every field of ``CONFIGS``."""
+  return ExperimentCLI(__doc__, CONFIGS, out="results/bench_flow_actor_critic")
+
+
 def main(argv=None) -> dict:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--seeds", type=int, default=4)
-  parser.add_argument("--steps", type=int, default=1000)
-  parser.add_argument("--hidden", type=int, nargs="+", default=[128, 128])
-  parser.add_argument("--batch-size", type=int, default=256)
-  parser.add_argument("--out", default="results/bench_flow_actor_critic")
-  args = parser.parse_args(argv)
+  args, _, cfg = cli().parse(argv)
+  args = argparse.Namespace(**{**vars(args), **cfg})
   for name in ("seeds", "steps", "batch_size"):
     if getattr(args, name) < 1:
       raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
@@ -118,8 +120,7 @@ def main(argv=None) -> dict:
   print(f"py loop:   {r['loop_seed_steps_per_s']:8.1f} seed-steps/s ({r['loop_s']:.1f} s)")
   print(f"ratio (ours / per-step loop): {r['ratio']:.2f}x")
   os.makedirs(args.out, exist_ok=True)
-  with open(os.path.join(args.out, "results.json"), "w") as f:
-    json.dump(r, f, indent=1)
+  r = save_json(os.path.join(args.out, "results.json"), r, "bench_flow_actor_critic", argv)
   return r
 
 

@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from experiments.common import Ratio, machine, write_results
+from experiments.common import ExperimentCLI, Ratio, machine, write_results
 from jaxlab.dynamics import factorization as F
 from kernels_pallas.fractal_gd import gd_grid_pallas, gd_grid_reference
 
@@ -64,12 +64,18 @@ def ratios(result: dict) -> list[Ratio]:
   return out
 
 
+CONFIGS = {"full": dict(resolution=[128, 256], max_steps=2000)}
+
+
+def cli() -> ExperimentCLI:
+  """The command line: every field of ``CONFIGS``."""
+  return ExperimentCLI(__doc__, CONFIGS, out="results/bench_fractal_gd",
+                       helps={"resolution": "map sides timed"})
+
+
 def main(argv=None) -> dict:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--resolution", type=int, nargs="+", default=[128, 256])
-  parser.add_argument("--max-steps", type=int, default=2000)
-  parser.add_argument("--out", default="results/bench_fractal_gd")
-  args = parser.parse_args(argv)
+  args, _, cfg = cli().parse(argv)
+  args = argparse.Namespace(**{**vars(args), **cfg})
   lam, y = 0.3, 1.0
   eta = 0.97 * F.critical_step_size(y, lam)
   rows, start = [], time.time()
@@ -98,7 +104,7 @@ def main(argv=None) -> dict:
             "lam": lam, "wall_time_s": time.time() - start, "machine": machine()}
   write_results(args.out, "bench_fractal_gd", result, "\n".join(lines),
                 f"lam = {lam}, eta = 0.97 eta*, float32, up to {args.max_steps} GD steps; "
-                "best of 3 after compiling; speedups relative to plain vmapped GD.")
+                "best of 3 after compiling; speedups relative to plain vmapped GD.", argv=argv)
   return result
 
 

@@ -13,17 +13,15 @@ n = 10,000 faster than one scipy solve.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import time
 
 import jax
 import numpy as np
 
-from experiments.common import Ratio
+from experiments.common import ExperimentCLI, Ratio, save_json
 from jaxlab import matching as M
-from jaxlab.matching.instances import uniform
+from jaxlab.data.matching_instances import uniform
 
 
 def _time_jax(algorithm: str, servers, requests, **kw) -> tuple[float, float]:
@@ -74,13 +72,18 @@ def ratios(result: dict) -> list[Ratio]:
   return out
 
 
+CONFIGS = {"full": dict(n=[1000, 2000, 10000]), "quick": dict(n=[1000, 2000])}
+
+
+def cli() -> ExperimentCLI:
+  """The command line: every field of ``CONFIGS``."""
+  return ExperimentCLI(__doc__, CONFIGS, out="results/bench_matching",
+                       helps={"n": "instance sizes"})
+
+
 def main(argv=None) -> dict:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--quick", action="store_true")
-  parser.add_argument("--n", type=int, nargs="+", default=None)
-  parser.add_argument("--out", default="results/bench_matching")
-  args = parser.parse_args(argv)
-  sizes = args.n or ([1000, 2000] if args.quick else [1000, 2000, 10000])
+  args, _, cfg = cli().parse(argv)
+  sizes = cfg["n"]
   rows = [bench(n, 0, numpy_anchor=n <= 2000) for n in sizes]
   print(f"backend={jax.default_backend()}")
   print(f"{'n':>6s} {'exact s':>8s} {'numpy s':>8s} {'np/ours':>8s} {'scipy 1x':>9s} "
@@ -92,8 +95,8 @@ def main(argv=None) -> dict:
           f"{r['push_relabel_s']:7.2f} {r['push_relabel_ratio']:7.3f} {r['greedy_ratio']:10.3f}")
   os.makedirs(args.out, exist_ok=True)
   result = {"backend": jax.default_backend(), "jax": jax.__version__, "rows": rows}
-  with open(os.path.join(args.out, "results.json"), "w") as f:
-    json.dump(result, f, indent=1, default=lambda x: None if np.isnan(x) else x)
+  result = save_json(os.path.join(args.out, "results.json"), result, "bench_matching", argv,
+                     default=lambda x: None if np.isnan(x) else x)
   return result
 
 

@@ -18,8 +18,6 @@ of ``optax.adam``; G+M+V+W simulation at most 2x (aim 1.5x).
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
 import os
 import time
@@ -28,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from experiments.common import Ratio
+from experiments.common import ExperimentCLI, Ratio, save_json
 from jaxlab.optim import quantized_adam
 from jaxlab.optim.problems import mlp_net
 from jaxlab.quant import FloatFormat
@@ -72,15 +70,25 @@ def state_bytes(state) -> int:
   return sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(state))
 
 
+# The timing settings by scale (CONFIGS above names the optimizers).
+SETTINGS = {"full": dict(repeats=10, inner=20, configs=list(CONFIGS)),
+            "quick": dict(repeats=3, inner=5, configs=list(CONFIGS))}
+
+
+def cli() -> ExperimentCLI:
+  """The command line: every field of ``SETTINGS``."""
+  return ExperimentCLI(__doc__, SETTINGS, out="results/bench_quant_optim",
+                       quick_help="fewer repeats", choices={"configs": list(CONFIGS)},
+                       helps={"repeats": "timed repeats (the best is kept)",
+                              "inner": "steps per timed repeat",
+                              "configs": "optimizers to time (optax.adam, the anchor, is always "
+                                         "included)"})
+
+
 def main(argv=None) -> dict:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--quick", action="store_true", help="fewer repeats")
-  parser.add_argument("--out", default="results/bench_quant_optim")
-  parser.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS),
-                      metavar="NAME", help=f"optimizers to time (optax.adam, the anchor, is "
-                      f"always included); default all of {list(CONFIGS)}")
-  args = parser.parse_args(argv)
-  repeats, inner = (3, 5) if args.quick else (10, 20)
+  args, _, cfg = cli().parse(argv)
+  args.configs = cfg["configs"]
+  repeats, inner = cfg["repeats"], cfg["inner"]
   names = ["optax.adam", *(n for n in args.configs if n != "optax.adam")]
 
   net = mlp_net(SIZES, 0)
@@ -133,8 +141,7 @@ def main(argv=None) -> dict:
   result = {"backend": jax.default_backend(), "devices": [str(d) for d in jax.devices()],
             "jax": jax.__version__, "num_params": num_params, "rows": rows}
   os.makedirs(args.out, exist_ok=True)
-  with open(os.path.join(args.out, "results.json"), "w") as f:
-    json.dump(result, f, indent=1)
+  result = save_json(os.path.join(args.out, "results.json"), result, "bench_quant_optim", argv)
   return result
 
 

@@ -36,7 +36,6 @@ on GPU/TPU (a custom call XLA does not partition) or as a sequential
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import time
@@ -47,7 +46,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from tqdm.auto import tqdm
 
-from experiments.common import Claim, machine, scale_config, write_results
+from experiments.common import Claim, ExperimentCLI, machine, pm, write_results
 from jaxlab.dynamics import factorization as F
 
 Y = 1.0
@@ -59,9 +58,9 @@ TOL = 1e-7  # float64 throughout: float32 iterates lock into round-off cycles ne
 CONFIGS = {
     "smoke": dict(resolution=64, max_steps=600, map_fracs=(0.95,), seeds=1, bisect_iters=6,
                   sens_fracs=(0.5, 0.95), pairs=128, balance_starts=128, radius=2.5),
-    "quick": dict(resolution=384, max_steps=3000, map_fracs=(0.9, 0.97), seeds=2,
-                  bisect_iters=14, sens_fracs=(0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99),
-                  pairs=8192, balance_starts=8192, radius=2.5),
+    "quick": dict(resolution=256, max_steps=2000, map_fracs=(0.9, 0.97), seeds=2,
+                  bisect_iters=12, sens_fracs=(0.3, 0.7, 0.9, 0.98),
+                  pairs=4096, balance_starts=4096, radius=2.5),
     "full": dict(resolution=1024, max_steps=6000, map_fracs=(0.9, 0.97), seeds=3,
                  bisect_iters=18, sens_fracs=(0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995),
                  pairs=32768, balance_starts=32768, radius=2.5),
@@ -206,7 +205,7 @@ def format_tables(crit, map_rows, sens, bal) -> str:
     d = np.array([r["boundary_dimension"] for r in rs])
     mean = lambda k, rs=rs: np.mean([r[k] for r in rs])
     neither = mean("running") + mean("stationary") + mean("unstable")
-    lines.append(f"| {lam} | {frac} | {d.mean():.3f} ± {d.std():.3f} | {mean('converged'):.3f} "
+    lines.append(f"| {lam} | {frac} | {pm(d)} | {mean('converged'):.3f} "
                  f"| {mean('diverged'):.3f} | {neither:.3f} |")
   lines += ["", "## Sensitivity: start pairs 1e-6 apart", "",
             "| lam | eta/eta* | converged | different minimizer | different outcome | "
@@ -225,8 +224,7 @@ def format_tables(crit, map_rows, sens, bal) -> str:
 
 
 def _pm(x) -> str:
-  x = np.asarray(x, float)
-  return f"{x.mean():.3f} ± {x.std():.3f}"
+  return pm(x)
 
 
 def claims(result: dict) -> list[Claim]:
@@ -306,14 +304,15 @@ def claims(result: dict) -> list[Claim]:
   return rows
 
 
+def cli() -> ExperimentCLI:
+  """The command line: every field of ``CONFIGS``."""
+  return ExperimentCLI(__doc__, CONFIGS, out="results/fractal_gd",
+                       quick_help="384 x 384 maps, about 3 min on 2 cores",
+                       helps={"seeds": "random slices per map"})
+
+
 def main(argv=None) -> dict:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--quick", action="store_true", help="384 x 384 maps, about 3 min on 2 cores")
-  parser.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)  # tests only
-  parser.add_argument("--out", default="results/fractal_gd")
-  parser.add_argument("--seeds", type=int, default=None, help="random slices per map")
-  args = parser.parse_args(argv)
-  scale, cfg = scale_config(args, CONFIGS)
+  args, scale, cfg = cli().parse(argv)
   os.makedirs(args.out, exist_ok=True)
   start = time.time()
   total = (len(MAP_LAMS) * len(cfg["map_fracs"]) * cfg["seeds"]
@@ -334,7 +333,7 @@ def main(argv=None) -> dict:
   write_results(args.out, "fractal_gd", result, table,
                 f"y = {Y}, u, v in R^{DIM}; maps on random slices through the origin, "
                 f"radius {cfg['radius']}, {cfg['resolution']}^2 starts, "
-                f"max {cfg['max_steps']} GD steps.")
+                f"max {cfg['max_steps']} GD steps.", argv=argv)
   return result
 
 

@@ -24,24 +24,31 @@ import os
 
 import numpy as np
 
+from experiments.common import ExperimentCLI
 from jaxlab.rl import ogbench_data
+
+CONFIGS = {"full": dict(env="pointmaze-medium-navigate-v0", num_episodes=200, max_steps=1000,
+                        num_val_episodes=None, noise=0.5, seed=0, progress=True)}
+
+
+def cli() -> ExperimentCLI:
+  """The command line: every field of ``CONFIGS`` and ``--out``."""
+  cli = ExperimentCLI(
+      __doc__, CONFIGS, types={"num_val_episodes": int | None},
+      helps={"env": "OGBench dataset name '<pointmaze env>-<navigate|stitch|explore>-v0'",
+             "num_episodes": "training episodes",
+             "max_steps": "transitions per episode (OGBench: 1000; stored as T + 1 rows)",
+             "num_val_episodes": "episodes in the -val.npz twin (default N // 10, min 1; 0: "
+                                 "none)",
+             "noise": "Gaussian action noise std", "progress": "show a tqdm bar"})
+  cli.parser.add_argument("--out", default=None,
+                          help="output .npz (default results/ogbench_data/<env>.npz)")
+  return cli
 
 
 def main(argv: list[str] | None = None) -> dict:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--env", default="pointmaze-medium-navigate-v0",
-                      help="OGBench dataset name '<pointmaze env>-<navigate|stitch|explore>-v0'")
-  parser.add_argument("--num-episodes", type=int, default=200, help="training episodes")
-  parser.add_argument("--max-steps", type=int, default=1000,
-                      help="transitions per episode (OGBench: 1000; stored as T + 1 rows)")
-  parser.add_argument("--num-val-episodes", type=int, default=None,
-                      help="episodes in the -val.npz twin (default N // 10, min 1; 0: none)")
-  parser.add_argument("--noise", type=float, default=0.5, help="Gaussian action noise std")
-  parser.add_argument("--seed", type=int, default=0)
-  parser.add_argument("--out", default=None,
-                      help="output .npz (default results/ogbench_data/<env>.npz)")
-  parser.add_argument("--no-progress", action="store_true", help="no tqdm bar")
-  args = parser.parse_args(argv)
+  args, _, cfg = cli().parse(argv)
+  args = argparse.Namespace(**{**vars(args), **cfg}, no_progress=not cfg["progress"])
 
   out = args.out or os.path.join("results", "ogbench_data", f"{args.env}.npz")
   n_val = args.num_val_episodes

@@ -2,7 +2,7 @@
 
     python -m experiments.matching_incremental [--quick] [--out DIR] [--n N ...]
 
-On four metric families (``jaxlab.matching.instances``: uniform 2-D, clustered
+On four metric families (``jaxlab.data.matching_instances``: uniform 2-D, clustered
 2-D, 64-D L1 digits, road-graph shortest paths) requests arrive in chunks of
 n/20; after every chunk each algorithm's cost is divided by the optimum of the
 requests so far (the exact algorithm's cost, which is optimal after every
@@ -30,7 +30,6 @@ size and metric, so there is no vmapped seed axis to split.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import time
@@ -40,9 +39,9 @@ import numpy as np
 import scipy.optimize
 from tqdm.auto import tqdm
 
-from experiments.common import Claim
+from experiments.common import Claim, ExperimentCLI, pm, save_json
 from jaxlab import matching as M
-from jaxlab.matching.instances import FAMILIES, make
+from jaxlab.data.matching_instances import FAMILIES, make
 
 CHUNKS = 20
 CHECKPOINTS = (0.5, 0.9, 0.95, 1.0)
@@ -150,7 +149,7 @@ def _per_instance(runs: list[dict], fn) -> dict[str, np.ndarray]:
 
 def _pm(groups: dict[str, np.ndarray], fmt: str = ".3f") -> str:
   """``instance mean ± std`` over seeds for each instance."""
-  return ", ".join(f"{k} {v.mean():{fmt}} ± {v.std():{fmt}}" for k, v in groups.items())
+  return ", ".join(f"{k} {pm(v, fmt)}" for k, v in groups.items())
 
 
 def claims(result: dict) -> list[Claim]:
@@ -173,7 +172,8 @@ def claims(result: dict) -> list[Claim]:
   """
   runs = result["runs"]
   algs = set(runs[0]["algorithms"]) if runs else set()
-  count = f"{len(runs)} instance-seeds, mean ± std over {result['config']['seeds']} seeds"
+  count = (f"{len(runs)} instance-seeds, mean ± sample std over {result['config']['seeds']} "
+           "seeds")
   final = lambda name: _per_instance(runs, lambda r: r["algorithms"][name]["ratio"][-1])
   headline = ("The paper's push-relabel algorithm keeps an incremental matching close to the "
               "optimum in any metric (1.11-1.14x OPT at n = 10,000 uniform in the paper)")
@@ -286,8 +286,8 @@ def cached_instance(out: str, family: str, n: int, seed: int, algorithms: list[s
 CONFIGS = {
     "smoke": dict(instances=[(f, 100) for f in FAMILIES], seeds=1,
                   algorithms=list(ALGORITHMS)),
-    "quick": dict(instances=[("uniform", 1000), ("uniform", 2000), ("clustered", 1000),
-                             ("digits_l1", 800), ("road_graph", 1000)], seeds=2,
+    "quick": dict(instances=[("uniform", 500), ("clustered", 500), ("digits_l1", 400),
+                             ("road_graph", 500)], seeds=2,
                   algorithms=list(ALGORITHMS)),
     "full": dict(instances=[("uniform", 1000), ("uniform", 10000), ("clustered", 10000),
                             ("digits_l1", 880), ("road_graph", 5000)], seeds=3,
@@ -295,26 +295,23 @@ CONFIGS = {
 }
 
 
+def cli() -> ExperimentCLI:
+  """The command line: every field of ``CONFIGS`` (``--instances`` takes a literal list of
+  ``(family, n)`` pairs) and the run's selections."""
+  cli = ExperimentCLI(__doc__, CONFIGS, out="results/matching_incremental",
+                      quick_help="n up to 2,000 (minutes on 2 cores)",
+                      choices={"algorithms": list(ALGORITHMS)},
+                      helps={"instances": "(family, n) pairs"})
+  cli.parser.add_argument("--families", nargs="+", default=None, choices=list(FAMILIES),
+                          help="only these instance families (default: all of the scale's)")
+  cli.parser.add_argument("--fresh", action="store_true",
+                          help="ignore instances already finished under OUT/runs/ (default: "
+                               "resume)")
+  return cli
+
+
 def main(argv=None) -> dict:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--quick", action="store_true", help="n up to 2,000 (minutes on 2 cores)")
-  parser.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)  # tests only
-  parser.add_argument("--out", default="results/matching_incremental")
-  parser.add_argument("--seeds", type=int, default=None)
-  parser.add_argument("--algorithms", nargs="+", default=None, choices=list(ALGORITHMS))
-  parser.add_argument("--families", nargs="+", default=None, choices=list(FAMILIES),
-                      help="only these instance families (default: all of the scale's)")
-  parser.add_argument("--fresh", action="store_true",
-                      help="ignore instances already finished under OUT/runs/ (default: resume)")
-  args = parser.parse_args(argv)
-  scale = "smoke" if args.smoke else "quick" if args.quick else "full"
-  cfg = dict(CONFIGS[scale])
-  if args.seeds is not None:
-    if args.seeds < 1:
-      raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
-    cfg["seeds"] = args.seeds
-  if args.algorithms:
-    cfg["algorithms"] = args.algorithms
+  args, scale, cfg = cli().parse(argv)
   if args.families:
     cfg["instances"] = [(f, n) for f, n in cfg["instances"] if f in args.families]
   os.makedirs(args.out, exist_ok=True)
@@ -330,8 +327,7 @@ def main(argv=None) -> dict:
             "compute_time_s": sum(a["time_s"] for r in runs for a in r["algorithms"].values()),
             "machine": {"backend": jax.default_backend(), "jax": jax.__version__}}
   result["figures"] = plot(runs, args.out)
-  with open(os.path.join(args.out, "results.json"), "w") as f:
-    json.dump(result, f, indent=1)
+  result = save_json(os.path.join(args.out, "results.json"), result, "matching_incremental", argv)
   with open(os.path.join(args.out, "summary.md"), "w") as f:
     f.write(f"# matching_incremental ({scale}), {result['wall_time_s']:.0f} s "
             f"({result['compute_time_s']:.0f} s of algorithm time in its instances)\n\n"

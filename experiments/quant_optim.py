@@ -30,8 +30,6 @@ prints the summary table.
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
 import os
 import time
@@ -44,15 +42,15 @@ import numpy as np
 import optax
 from tqdm.auto import tqdm
 
-from experiments.common import Claim, shard_seeds
+from experiments.common import Claim, ExperimentCLI, save_json, shard_seeds
 from jaxlab.optim import quantize_params, quantized_adam, quantized_muon
 from jaxlab.optim.problems import (
-    DATASETS,
-    load_classification,
-    make_least_squares,
-    mlp_net,
-    rosenbrock,
-    train,
+  DATASETS,
+  load_classification,
+  make_least_squares,
+  mlp_net,
+  rosenbrock,
+  train,
 )
 from jaxlab.quant import FloatFormat
 
@@ -530,32 +528,28 @@ CONFIGS = {
     # "smoke": the tests' setting (every code path, seconds of compute).
     "smoke": dict(seeds=1, rosen_steps=40, horizons=[20, 40], ablation_mantissas=[1, 7],
                   ls_steps=40, mlp_steps=20, mlp_mantissas=[2, 23], mlp_lr=1e-3),
-    "quick": dict(seeds=2, rosen_steps=1000, horizons=[250, 500, 1000, 2000],
-                  ablation_mantissas=[1, 4, 7], ls_steps=1000, mlp_steps=400,
-                  mlp_mantissas=[1, 2, 3, 4, 5, 7, 10, 23], mlp_lr=1e-3),
+    "quick": dict(seeds=2, rosen_steps=300, horizons=[125, 250, 500],
+                  ablation_mantissas=[1, 7], ls_steps=300, mlp_steps=150,
+                  mlp_mantissas=[1, 3, 5, 7, 23], mlp_lr=1e-3),
     "full": dict(seeds=5, rosen_steps=4000, horizons=[250, 500, 1000, 2000, 4000, 8000, 16000],
                  ablation_mantissas=[1, 4, 7], ls_steps=2000, mlp_steps=2000,
                  mlp_mantissas=[1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 23], mlp_lr=1e-3),
 }
 
 
+def cli() -> ExperimentCLI:
+  """The command line: every field of ``CONFIGS`` plus the MLP's dataset."""
+  data = dict(dataset="digits", max_examples=None)
+  return ExperimentCLI(
+      __doc__, {scale: dict(c, **data) for scale, c in CONFIGS.items()},
+      out="results/quant_optim", quick_help="smoke scale (< 5 min on 2 cores)",
+      types={"max_examples": int | None}, choices={"dataset": DATASETS},
+      helps={"dataset": "MLP data; mnist/cifar10 need TFDS data prepared locally",
+             "max_examples": "cap per TFDS split", "seeds": "seeds per setting"})
+
+
 def main(argv: list[str] | None = None) -> dict:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--quick", action="store_true", help="smoke scale (< 5 min on 2 cores)")
-  parser.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)  # tests only
-  parser.add_argument("--out", default="results/quant_optim", help="output folder")
-  parser.add_argument("--dataset", default="digits", choices=DATASETS,
-                      help="MLP data; mnist/cifar10 need TFDS data prepared locally")
-  parser.add_argument("--max-examples", type=int, default=None, help="cap per TFDS split")
-  parser.add_argument("--seeds", type=int, default=None, help="override the number of seeds")
-  args = parser.parse_args(argv)
-  scale = "smoke" if args.smoke else "quick" if args.quick else "full"
-  cfg = dict(CONFIGS[scale], dataset=args.dataset,
-             max_examples=args.max_examples)
-  if args.seeds is not None:
-    if args.seeds < 1:
-      raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
-    cfg["seeds"] = args.seeds
+  args, scale, cfg = cli().parse(argv)
   os.makedirs(args.out, exist_ok=True)
   start = time.time()
 
@@ -582,8 +576,8 @@ def main(argv: list[str] | None = None) -> dict:
   res["machine"] = {"backend": jax.default_backend(), "devices": [str(d) for d in jax.devices()],
                     "jax": jax.__version__, "optax": optax.__version__}
   table = format_table(rows)
-  with open(os.path.join(args.out, "results.json"), "w") as f:
-    json.dump(res, f, indent=1, default=_json_default)
+  res = save_json(os.path.join(args.out, "results.json"), res, "quant_optim", argv,
+                  default=_json_default)
   with open(os.path.join(args.out, "summary.md"), "w") as f:
     f.write(f"# quant_optim ({scale}), "
             f"{res['wall_time_s']:.0f} s\n\n{table}\n")

@@ -21,7 +21,6 @@ devices. :func:`claims` gives the report rows. Writes ``results.json``,
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 
@@ -31,7 +30,14 @@ import matplotlib.pyplot as plt
 import numpy as np
 from tqdm.auto import tqdm
 
-from experiments.common import Claim, machine, scale_config, write_results
+from experiments.common import (
+  Claim,
+  ExperimentCLI,
+  machine,
+  pm,
+  sample_std,
+  write_results,
+)
 from jaxlab.preference import digit_pairs as D
 from jaxlab.preference import ttm
 
@@ -41,8 +47,8 @@ METRICS = {"text": ttm.text_score, "image": ttm.image_score, "group": ttm.group_
 CONFIGS = {
     "smoke": dict(seeds=1, order_noise=(0.45,), pretrain_steps=200, groups=60, rounds=2,
                   epochs=2),
-    "quick": dict(seeds=3, order_noise=(0.4, 0.45), pretrain_steps=1500, groups=500, rounds=5,
-                  epochs=10),
+    "quick": dict(seeds=3, order_noise=(0.4, 0.45), pretrain_steps=800, groups=300, rounds=3,
+                  epochs=5),
     "full": dict(seeds=5, order_noise=(0.4, 0.45), pretrain_steps=3000, groups=1000, rounds=10,
                  epochs=20),
 }
@@ -84,7 +90,7 @@ def summarize(runs: list[dict], noises) -> list[dict]:
       row = {"order_noise": noise, "stage": stage}
       for m in METRICS:
         v = np.array([r[stage][m] for r in rs])
-        row[m] = (float(v.mean()), float(v.std()))
+        row[m] = (float(v.mean()), sample_std(v))
       rows.append(row)
   return rows
 
@@ -124,13 +130,13 @@ def claims(result: dict) -> list[Claim]:
     return np.array([r[stage][metric] for r in runs if r["order_noise"] == noise])
 
   def ms(v):
-    return f"{v.mean():.3f} ± {v.std():.3f}"
+    return pm(v)
 
   def change(noise, metric):
     before, after = per_seed(noise, "before", metric), per_seed(noise, "after", metric)
     d = after - before
-    text = (f"noise {noise:g}: {ms(before)} → {ms(after)} (paired {d.mean():+.3f} ± "
-            f"{d.std():.3f}, up in {int(np.sum(d > 0))}/{d.size} seeds)")
+    text = (f"noise {noise:g}: {ms(before)} → {ms(after)} (paired {pm(d, sign=True)}, "
+            f"up in {int(np.sum(d > 0))}/{d.size} seeds)")
     return text, bool(np.all(d > 0))
 
   margins = {m: np.array([r["before"][m] - chance[m] for r in runs]) for m in chance}
@@ -184,14 +190,14 @@ def plot(runs: list[dict], rows: list[dict], noises, out: str) -> list[str]:
   return ["rounds.png", "scores.png"]
 
 
+def cli() -> ExperimentCLI:
+  """The command line: every field of ``CONFIGS``."""
+  return ExperimentCLI(__doc__, CONFIGS, out="results/ttm",
+                       quick_help="3 seeds, 5 rounds: minutes on a CPU")
+
+
 def main(argv=None) -> dict:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--quick", action="store_true", help="3 seeds, 5 rounds: minutes on a CPU")
-  parser.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)  # tests only
-  parser.add_argument("--out", default="results/ttm")
-  parser.add_argument("--seeds", type=int, default=None)
-  args = parser.parse_args(argv)
-  scale, cfg = scale_config(args, CONFIGS)
+  args, scale, cfg = cli().parse(argv)
   os.makedirs(args.out, exist_ok=True)
   start = time.time()
   data = D.load_split(seed=0)
@@ -204,7 +210,7 @@ def main(argv=None) -> dict:
   write_results(args.out, "ttm", result, format_table(rows),
                 f"{cfg['groups']} test groups of 2 x 2, mean ± std over {cfg['seeds']} seeds; "
                 "TTM and the oracle are evaluated on the groups they fine-tune on "
-                "(test-time adaptation, as in the paper).")
+                "(test-time adaptation, as in the paper).", argv=argv)
   return result
 
 

@@ -71,13 +71,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import optax
 from flax import nnx
 
+from jaxlab.data.reason_pairs import PreferenceData
 from jaxlab.nn import Net
 from jaxlab.training.fit import fit as train_fit
 from jaxlab.training.fit import minibatch_sampler
@@ -301,24 +302,6 @@ def bt_loss(z_a: jax.typing.ArrayLike, z_b: jax.typing.ArrayLike, task: jax.typi
 # ----------------------------------------------------------------------------- training
 
 
-class PreferenceData(NamedTuple):
-  """Pairs of segments with labels, reasons and task vectors (plain arrays).
-
-  Attributes:
-    segments_a: ``(N, T, F)`` per-step features of the first segments.
-    segments_b: ``(N, T, F)`` of the second segments.
-    labels: ``(N,)`` probability that ``segments_b`` is preferred.
-    reasons: ``(N, D)`` reason vector of each pair (unused by Bradley-Terry).
-    tasks: ``(N, D)`` task vector of each pair.
-  """
-
-  segments_a: jax.Array
-  segments_b: jax.Array
-  labels: jax.Array
-  reasons: jax.Array
-  tasks: jax.Array
-
-
 @dataclasses.dataclass(frozen=True)
 class RecoupleConfig:
   """Reward-model training settings (official values noted; sizes here are CPU-sized)."""
@@ -413,8 +396,8 @@ def predicted_returns(net: Net, segments: jax.Array, tasks: jax.Array, *, params
 
 @_net_or_pair
 def preference_accuracy(net: Net, segments_a: jax.Array, segments_b: jax.Array,
-                        tasks: jax.Array, labels: jax.Array, *, params: Any = None,
-                        num_groups: int | None = None) -> jax.Array:
+                        tasks: jax.Array, labels: jax.Array, num_tasks: int | None = None,
+                        *, params: Any = None) -> jax.Array:
   """Fraction of pairs where ``R(tau_b) > R(tau_a)`` agrees with ``labels > 0.5``.
 
   Args:
@@ -424,22 +407,22 @@ def preference_accuracy(net: Net, segments_a: jax.Array, segments_b: jax.Array,
     segments_b: ``(N, T, F)`` second segments.
     tasks: ``(N, D)`` task vectors.
     labels: ``(N,)`` probability that ``segments_b`` is preferred.
+    num_tasks: if given, the pairs are ``num_tasks`` equal blocks (one per task, in
+      order) and the result is each block's accuracy.
     params: parameters to use instead of ``net.params``.
-    num_groups: if given, the pairs are ``num_groups`` consecutive equal blocks (e.g.
-      one per task) and the accuracy of each block is returned.
 
   Returns:
-    A scalar, or ``(num_groups,)`` per-block accuracies.
+    A scalar, or ``(num_tasks,)`` per-task accuracies.
   """
   d = (predicted_returns(net, segments_b, tasks, params=params)
        - predicted_returns(net, segments_a, tasks, params=params))
   correct = (d > 0) == (jnp.asarray(labels) > 0.5)
-  if num_groups is None:
+  if num_tasks is None:
     return jnp.mean(correct)
-  if not isinstance(num_groups, int) or num_groups < 1 or correct.shape[0] % num_groups:
-    raise ValueError(f"num_groups must be a positive int dividing the {correct.shape[0]} "
-                     f"pairs, got {num_groups!r}")
-  return jnp.mean(correct.reshape(num_groups, -1), axis=1)
+  if not isinstance(num_tasks, int) or num_tasks < 1 or correct.shape[0] % num_tasks:
+    raise ValueError(f"num_tasks must be a positive int dividing the {correct.shape[0]} "
+                     f"pairs, got {num_tasks!r}")
+  return jnp.mean(correct.reshape(num_tasks, -1), axis=1)
 
 
 def loss_fn(params: Any, net: Net | Any, batch: PreferenceData, config: RecoupleConfig

@@ -38,7 +38,7 @@ def test_bench_envs_smallest(tmp_path):
 
 
 def test_claims_on_recorded_run():
-  rows = dipper_exp.claims(json.loads((RESULTS / "dipper" / "results.json").read_text()))
+  rows = dipper_exp.claims(json.loads((RESULTS / "dipper" / "quick" / "results.json").read_text()))
   assert check_claims(rows)
   for r in rows:
     assert isinstance(r.claim, str) and r.claim and isinstance(r.measured, str) and r.measured
@@ -50,7 +50,7 @@ def test_claims_on_recorded_run():
 
 
 def test_claims_on_recorded_full_run():
-  result = json.loads((RESULTS / "dipper_full" / "results.json").read_text())
+  result = json.loads((RESULTS / "dipper" / "full" / "results.json").read_text())
   rows = check_claims(dipper_exp.claims(result))
   # The README (full run, 5 seeds): on push DIPPER's subgoals are farther from where the low
   # level ends and of lower Q than HIER's; its success beats HIER's in 4 of 5 seeds only;
@@ -67,7 +67,7 @@ def test_claims_without_runs():
 
 
 def test_ratios_on_recorded_bench():
-  result = json.loads((RESULTS / "bench_envs" / "results.json").read_text())
+  result = json.loads((RESULTS / "dipper" / "bench" / "results.json").read_text())
   rows = bench_envs.ratios(result)
   assert all(isinstance(r, Ratio) and r.name and r.note for r in rows)
   got = {r.name.split(" steps/s")[0]: r.ratio for r in rows}

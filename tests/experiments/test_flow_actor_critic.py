@@ -52,7 +52,7 @@ def test_bench_runs_both_paths(tmp_path):
   assert np.isclose(r["ratio"], r["scan_seed_steps_per_s"] / r["loop_seed_steps_per_s"])
 
 
-@pytest.mark.parametrize("name", ["flow_actor_critic", "flow_actor_critic_full"])
+@pytest.mark.parametrize("name", ["flow_actor_critic/quick", "flow_actor_critic/full"])
 def test_claims_on_recorded_runs(name):
   rows = flow_actor_critic.claims(json.loads((RESULTS / name / "results.json").read_text()))
   assert check_claims(rows)
@@ -70,7 +70,7 @@ def test_claims_without_arms():
 
 
 def test_ratios_on_recorded_bench():
-  result = json.loads((RESULTS / "bench_flow_actor_critic" / "results.json").read_text())
+  result = json.loads((RESULTS / "flow_actor_critic" / "bench" / "results.json").read_text())
   rows = bench_flow_actor_critic.ratios(result)
   assert len(rows) == 1 and isinstance(rows[0], Ratio) and rows[0].name and rows[0].note
   assert isinstance(rows[0].ratio, float) and np.isclose(rows[0].ratio, result["ratio"])

@@ -34,7 +34,7 @@ def test_smoke_run(tmp_path, capsys):
   _check_claims(fractal_gd.claims(saved))  # the report rows work at the smoke scale too
 
 
-@pytest.mark.parametrize("name", ["fractal_gd", "fractal_gd_full"])
+@pytest.mark.parametrize("name", ["fractal_gd/quick", "fractal_gd/full"])
 def test_claims_on_the_recorded_runs(name):
   result = json.loads((ROOT / "docs/results" / name / "results.json").read_text())
   rows = fractal_gd.claims(result)
@@ -47,7 +47,7 @@ def test_claims_on_the_recorded_runs(name):
 
 
 def test_ratios_on_the_recorded_bench():
-  result = json.loads((ROOT / "docs/results/bench_fractal_gd/results.json").read_text())
+  result = json.loads((ROOT / "docs/results/fractal_gd/bench/results.json").read_text())
   rows = bench_fractal_gd.ratios(result)
   assert len(rows) == 2  # CPU run: no Pallas kernel rows
   for row in rows:

@@ -38,7 +38,7 @@ def test_smoke_run_writes_results_figures_and_table(tmp_path, capsys):
 
 
 def test_claims_on_the_recorded_full_run():
-  result = json.loads((ROOT / "docs/results/quant_optim/results.json").read_text())
+  result = json.loads((ROOT / "docs/results/quant_optim/full/results.json").read_text())
   rows = quant_optim.claims(result)
   _check_claims(rows)
   # The README's verdicts for this run: M* grows with log T (Adam) yes; W and V the most
@@ -49,7 +49,7 @@ def test_claims_on_the_recorded_full_run():
 
 
 def test_ratios_on_the_recorded_bench():
-  result = json.loads((ROOT / "docs/results/bench_quant_optim/results.json").read_text())
+  result = json.loads((ROOT / "docs/results/quant_optim/bench/results.json").read_text())
   rows = bench_quant_optim.ratios(result)
   assert len(rows) == len(result["rows"]) - 1  # every configuration but the anchor
   for row in rows:

@@ -1,4 +1,4 @@
-"""The ReCouPLe experiment: its synthetic data, and a run end to end at the smallest setting."""
+"""The ReCouPLe experiment end to end at the smallest setting (its data: tests/data)."""
 
 import json
 import pathlib
@@ -8,46 +8,6 @@ import pytest
 
 from experiments import recouple as ex
 from experiments.common import check_claims
-
-CFG = dict(segment_len=8, train_pairs=400, test_pairs=400, few_shot_pairs=16)
-
-
-def test_data_design():
-  geo = ex.geometry()
-  np.testing.assert_allclose(geo.reasons @ geo.reasons.T, np.eye(ex.N_CAUSAL), atol=1e-5)
-  # task vectors: weights on the reasons plus a task direction orthogonal to every reason
-  np.testing.assert_allclose(geo.train_tasks @ geo.reasons.T, ex.TRAIN_WEIGHTS, atol=1e-5)
-  np.testing.assert_allclose(geo.new_tasks @ geo.reasons.T, ex.NEW_WEIGHTS, atol=1e-5)
-
-  data = ex.setting_data(0, 0, geo, "partial", 0.5, CFG)
-  mask = np.asarray(ex.REGIMES["partial"])
-  blocks = lambda v: np.asarray(v).reshape(len(ex.TRAIN_WEIGHTS), -1)
-  for split, sign in (("train", 1), ("id", 1), ("ood", -1), ("decorrelated", 0)):
-    d = data[split]
-    win = 2 * d.labels - 1  # +1 when segment b is preferred
-    s_gap = (d.segments_b - d.segments_a)[..., ex.SPURIOUS].mean(1) * win
-    per_task = blocks(s_gap).mean(1)  # spurious advantage of the preferred segment, per task
-    np.testing.assert_allclose(per_task, sign * mask * 2 * 0.5, atol=0.15)
-  # test labels are the sign of the true return gap; training labels are noisy
-  gap = ex.true_return_gap(data["id"], ex.TRAIN_WEIGHTS)
-  np.testing.assert_array_equal(data["id"].labels, (gap > 0).astype(np.float32))
-  noise = np.mean((ex.true_return_gap(data["train"], ex.TRAIN_WEIGHTS) > 0)
-                  != (data["train"].labels > 0.5))
-  assert 0.05 < noise < 0.3
-  # the splits share their segments apart from the spurious feature
-  for split in ("ood", "decorrelated"):
-    np.testing.assert_array_equal(np.delete(data[split].segments_a, ex.SPURIOUS, -1),
-                                  np.delete(data["id"].segments_a, ex.SPURIOUS, -1))
-  # each reason is one of the task's causal features, mostly the one favouring the choice
-  d = data["train"]
-  reason_idx = np.argmax(d.reasons @ geo.reasons.T, -1)
-  a = np.repeat(ex.TRAIN_WEIGHTS, CFG["train_pairs"], axis=0)
-  assert np.all(a[np.arange(len(a)), reason_idx] > 0)
-  np.testing.assert_allclose(d.tasks, np.repeat(geo.train_tasks, CFG["train_pairs"], 0))
-  contrib = a * (d.segments_b - d.segments_a)[..., :ex.N_CAUSAL].sum(1) * (2 * d.labels - 1)[
-      :, None]
-  best = np.argmax(np.where(a > 0, contrib, -np.inf), -1)
-  assert np.mean(best == reason_idx) > 0.8
 
 
 def test_smoke_run(tmp_path, capsys):
@@ -78,7 +38,7 @@ def test_bad_seeds():
     ex.main(["--smoke", "--seeds", "0"])
 
 
-@pytest.mark.parametrize("name", ["recouple", "recouple_full"])
+@pytest.mark.parametrize("name", ["recouple/quick", "recouple/full"])
 def test_claims_on_recorded_runs(name):
   path = pathlib.Path(__file__).parents[2] / "docs/results" / name / "results.json"
   rows = ex.claims(json.loads(path.read_text()))

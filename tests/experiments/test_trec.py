@@ -64,7 +64,7 @@ def test_placements_follow_the_predictor():
 
 
 def test_claims_on_recorded_quick_run():
-  path = pathlib.Path(__file__).parents[2] / "docs/results/trec/results.json"
+  path = pathlib.Path(__file__).parents[2] / "docs/results/trec/quick/results.json"
   rows = exp.claims(json.loads(path.read_text()))
   assert len(rows) == 4  # EMA shape at strong / weaker decay, then the 3% and 10% slices
   check_claims(rows)

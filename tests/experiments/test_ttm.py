@@ -29,7 +29,8 @@ def test_smoke_run(tmp_path, capsys):
   assert f"{ttm.group_score_chance(2):.3f}" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("name, gm_up", [("ttm", [False, False]), ("ttm_full", [True, False])])
+@pytest.mark.parametrize("name, gm_up",
+                         [("ttm/quick", [False, False]), ("ttm/full", [True, False])])
 def test_claims_on_recorded_runs(name, gm_up):
   path = pathlib.Path(__file__).parents[2] / "docs/results" / name / "results.json"
   rows = ttm_exp.claims(json.loads(path.read_text()))

@@ -1,34 +1,18 @@
-"""Optimizer test problems, the scanned training loop and the data loaders."""
+"""The scanned training loop and the MLP (the test problems' data: tests/data)."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-import tensorflow_datasets as tfds
 
 from jaxlab.optim.problems import (
     load_classification,
     make_least_squares,
     mlp_functional,
     mlp_net,
-    rosenbrock,
     train,
 )
-
-
-def test_rosenbrock_values():
-  assert float(rosenbrock(jnp.ones((3, 3)))) == 0.0
-  # Hand value at (0, 0): (1 - 0)^2 = 1; at (-1.2, 1): 100 * (1 - 1.44)^2 + 2.2^2 = 24.2.
-  assert float(rosenbrock(jnp.zeros(2))) == 1.0
-  np.testing.assert_allclose(float(rosenbrock(jnp.array([-1.2, 1.0]))), 24.2, rtol=1e-6)
-
-
-def test_noiseless_least_squares_has_zero_loss_at_solution():
-  p = make_least_squares(jax.random.key(0), num_rows=64, dim_in=8, dim_out=3)
-  w = jnp.linalg.lstsq(p.a, p.b)[0]
-  assert float(p.loss(w)) < 1e-8
-  assert p.loss(w, jnp.arange(5)).shape == ()
 
 
 def test_train_records_evals_and_matches_python_loop():
@@ -42,11 +26,14 @@ def test_train_records_evals_and_matches_python_loop():
   for _ in range(20):
     u, s = opt.update(jax.grad(p.loss)(w_ref), s)
     w_ref = optax.apply_updates(w_ref, u)
-  # The scan and this loop are different XLA programs: float32 round-off of a few eps per
-  # Adam update (size <= lr) and per sum w + u, adding up over the 20 steps.
-  eps = float(jnp.finfo(jnp.float32).eps)
-  np.testing.assert_allclose(w, w_ref, rtol=0,
-                             atol=20 * eps * (float(jnp.max(jnp.abs(w_ref))) + 10 * 1e-2))
+  # Not one XLA program (a jitted scan vs 20 eager steps): the gradient's 32-row sums may
+  # run in another order, so compare within float32 round-off grown over the steps, not
+  # bit for bit. Each Adam step moves w by lr * m_hat / (sqrt(v_hat) + eps), at most ~lr,
+  # with a relative round-off of a few eps32 (the ratio, the reduction order) that later
+  # steps carry forward: |w - w_ref| <= steps * lr * eps32 * 10 = 2.4e-7 (an AMD EPYC
+  # machine measured 5e-8, this one 3e-8; one step more or less moves w by up to lr = 1e-2).
+  eps32 = float(jnp.finfo(jnp.float32).eps)
+  np.testing.assert_allclose(w, w_ref, rtol=0, atol=20 * 1e-2 * eps32 * 10)
   with pytest.raises(ValueError, match="num_evals"):
     train(opt, lambda w, k: p.loss(w), w0, jax.random.key(0), 10, num_evals=3)
 
@@ -62,10 +49,3 @@ def test_mlp_functional_and_digits():
   np.testing.assert_array_equal(apply(params, x), net(x))
   with pytest.raises(ValueError, match="name"):
     load_classification("imagenet")
-
-
-def test_tfds_data_source_path_with_mock_data():
-  with tfds.testing.mock_data(num_examples=12):
-    data = load_classification("mnist")
-  assert data.x_train.shape == (12, 784) and data.x_test.shape == (12, 784)
-  assert data.y_train.dtype == np.int32

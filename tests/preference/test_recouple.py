@@ -152,14 +152,14 @@ def test_encoder_is_a_net_and_the_older_pair_form_gives_the_same_values():
   acc = rc.preference_accuracy(encoder, *args)
   assert float(acc) == float(rc.preference_accuracy(graphdef, params, *args))
   # per block of pairs (e.g. per task): the blocks' mean is the overall accuracy
-  per_block = rc.preference_accuracy(encoder, *args, num_groups=3)
+  per_block = rc.preference_accuracy(encoder, *args, num_tasks=3)
   assert per_block.shape == (3,)
   np.testing.assert_allclose(per_block.mean(), acc, rtol=1e-6)
   correct = np.asarray(rc.predicted_returns(encoder, data.segments_b, data.tasks)
                        - rc.predicted_returns(encoder, data.segments_a, data.tasks)) > 0
   np.testing.assert_allclose(per_block, (correct == (data.labels > 0.5)).reshape(3, 4).mean(1))
-  with pytest.raises(ValueError, match="num_groups"):
-    rc.preference_accuracy(encoder, *args, num_groups=5)
+  with pytest.raises(ValueError, match="num_tasks"):
+    rc.preference_accuracy(encoder, *args, num_tasks=5)
   # make_fit takes the Net (or its graphdef) and fits a Net or bare params identically
   trained, losses = jax.jit(rc.make_fit(cfg, encoder))(encoder, jax.random.key(1), data)
   params_old, losses_old = jax.jit(rc.make_fit(cfg, graphdef))(params, jax.random.key(1), data)
