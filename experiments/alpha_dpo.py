@@ -109,7 +109,7 @@ CONFIGS = {
 
 
 def _new_params(seed: jax.Array, dim: int, hidden: tuple[int, ...]):
-  return nnx.split(ddpm.EpsMLP(dim, hidden, rngs=nnx.Rngs(jax.random.key(seed))))[1]
+  return Net.create(ddpm.EpsMLP(dim, hidden, rngs=nnx.Rngs(jax.random.key(seed)))).params
 
 
 def method_losses(betas: tuple[float, ...]) -> LossParams:
@@ -127,9 +127,8 @@ def run_task(task: Task, tc: dict, seeds: int, flips: tuple[float, ...], bar) ->
   """
   schedule = ddpm.make_schedule(tc["num_steps"], "cosine")
   # the graph from an abstract module; each seed's parameters are initialized in `prepare`
-  graphdef = nnx.split(nnx.eval_shape(lambda: ddpm.EpsMLP(task.dim, tc["hidden"],
-                                                          rngs=nnx.Rngs(0))))[0]
-  net = Net(graphdef=graphdef, params=None)
+  net = Net.create(nnx.eval_shape(lambda: ddpm.EpsMLP(task.dim, tc["hidden"],
+                                                      rngs=nnx.Rngs(0)))).replace(params=None)
   keys = jax.vmap(lambda s: jax.random.split(jax.random.key(s), 6))(jnp.arange(seeds))
   k_data, k_fit, k_pairs, k_flip, k_tune, k_eval = (keys[:, i] for i in range(6))
   if task.dataset is None:

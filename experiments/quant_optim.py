@@ -48,7 +48,7 @@ from jaxlab.optim.problems import (
   DATASETS,
   load_classification,
   make_least_squares,
-  mlp_functional,
+  mlp_net,
   rosenbrock,
   train,
 )
@@ -226,14 +226,15 @@ def part_mlp(cfg, pbar):
   x_tr, y_tr = jnp.asarray(data.x_train), jnp.asarray(data.y_train)
   x_te, y_te = jnp.asarray(data.x_test), jnp.asarray(data.y_test)
   sizes = (x_tr.shape[1], 128, 128, 128, data.num_classes)  # a 4-layer MLP, as the paper
-  apply, params0 = mlp_functional(sizes, 0)
+  net = mlp_net(sizes, 0)
+  params0 = net.params
   adam_lr = cfg["mlp_lr"]
   g0 = jax.grad(lambda p: optax.softmax_cross_entropy_with_integer_labels(
-      apply(p, x_tr[:256]), y_tr[:256]).mean())(params0)
+      net(x_tr[:256], params=p), y_tr[:256]).mean())(params0)
   lrs = {"adam": adam_lr, "muon": muon_lr_matching_adam(adam_lr, params0, g0)}
 
   def xent(p, x, y):
-    return optax.softmax_cross_entropy_with_integer_labels(apply(p, x), y).mean()
+    return optax.softmax_cross_entropy_with_integer_labels(net(x, params=p), y).mean()
 
   def run(name, m, seed, rounding, storage=None):
     bits = bits_of(m) if storage is None else bits_of(OFF)
@@ -243,7 +244,7 @@ def part_mlp(cfg, pbar):
     batch_loss = lambda p, k: xent(p, *_batch(k, x_tr, y_tr, 128))
     p, evals = train(opt, batch_loss, params, jax.random.key(seed), cfg["mlp_steps"],
                      eval_fn=lambda p: xent(p, x_tr, y_tr))
-    acc = jnp.mean(jnp.argmax(apply(p, x_te), -1) == y_te)
+    acc = jnp.mean(jnp.argmax(net(x_te, params=p), -1) == y_te)
     return jnp.stack([evals[-1], acc])
 
   ms = jnp.array(cfg["mlp_mantissas"])

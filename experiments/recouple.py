@@ -88,6 +88,7 @@ from jaxlab.data.reason_pairs import (  # noqa: F401  (re-exported: the experime
     setting_data,
     true_return_gap,
 )
+from jaxlab.nn import Net
 from jaxlab.preference import recouple as rc
 
 METHODS = {"bt": dict(method="bt"), "recouple": dict(method="recouple"),
@@ -109,12 +110,6 @@ CONFIGS = {
 }
 
 
-def per_task_accuracy(graphdef, params, data: rc.PreferenceData, n_tasks: int) -> jax.Array:
-  """``(n_tasks,)`` preference accuracy of each task's block of pairs."""
-  return rc.preference_accuracy(graphdef, params, data.segments_a, data.segments_b, data.tasks,
-                                data.labels, num_tasks=n_tasks)
-
-
 def method_configs(cfg: dict) -> dict[str, tuple[rc.RecoupleConfig, rc.RecoupleConfig]]:
   """(pre-training, few-shot fine-tuning) configuration of each method at a scale."""
   out = {}
@@ -128,28 +123,31 @@ def method_configs(cfg: dict) -> dict[str, tuple[rc.RecoupleConfig, rc.RecoupleC
   return out
 
 
-def make_pipeline(config: rc.RecoupleConfig, few_shot: rc.RecoupleConfig, graphdef):
+def make_pipeline(config: rc.RecoupleConfig, few_shot: rc.RecoupleConfig, encoder: Net):
   """One seed of one method: pre-train, evaluate, fine-tune on the new task, evaluate.
 
-  A single function, so each method compiles once (vmapped over seeds).
+  A single function of the initial parameters, so each method compiles once (vmapped
+  over seeds); ``encoder`` gives the graph.
   """
-  fit, fit_few = rc.make_fit(config, graphdef), rc.make_fit(few_shot, graphdef)
+  fit, fit_few = rc.make_fit(config, encoder), rc.make_fit(few_shot, encoder)
   n_tasks = len(TRAIN_WEIGHTS)
+
+  def accuracy(net, d: rc.PreferenceData, num_tasks: int) -> jax.Array:  # per task block
+    return rc.preference_accuracy(net, d.segments_a, d.segments_b, d.tasks, d.labels,
+                                  num_tasks=num_tasks)
 
   def pipeline(params, key, data):
     k_fit, k_few = jax.random.split(key)
-    params, losses = fit(params, k_fit, data["train"])
+    net, losses = fit(encoder.replace(params=params), k_fit, data["train"])
     train = data["train"]
     # ReCouPLe's terms on the training pairs for every method (for Bradley-Terry: how
     # much of its preference signal lies along the given reasons)
-    _, terms = rc.recouple_loss(rc.embed(graphdef, params, train.segments_a),
-                                rc.embed(graphdef, params, train.segments_b), train.reasons,
-                                train.tasks, train.labels)
-    acc = {s: per_task_accuracy(graphdef, params, data[s], n_tasks)
-           for s in ("id", "ood", "decorrelated")}
-    acc["new_zero_shot"] = per_task_accuracy(graphdef, params, data["new"], 1)[0]
-    tuned, few_losses = fit_few(params, k_few, data["few_shot"])
-    acc["new_few_shot"] = per_task_accuracy(graphdef, tuned, data["new"], 1)[0]
+    _, terms = rc.recouple_loss(rc.embed(net, train.segments_a), rc.embed(net, train.segments_b),
+                                train.reasons, train.tasks, train.labels)
+    acc = {s: accuracy(net, data[s], n_tasks) for s in ("id", "ood", "decorrelated")}
+    acc["new_zero_shot"] = accuracy(net, data["new"], 1)[0]
+    tuned, few_losses = fit_few(net, k_few, data["few_shot"])
+    acc["new_few_shot"] = accuracy(tuned, data["new"], 1)[0]
     return acc, terms, losses, few_losses
 
   return pipeline
@@ -317,11 +315,12 @@ def main(argv=None) -> dict:
   geo = geometry()
   configs = method_configs(cfg)
   first = configs["bt"][0]
-  graphdef, _ = rc.init_encoder(jax.random.key(0), N_FEATURES, first)
+  encoder = rc.init_encoder(jax.random.key(0), N_FEATURES, first)
   # same initial encoder per seed for every method and setting
   params0 = jax.tree.map(lambda *p: jnp.stack(p), *[  # eager: cheaper than compiling a vmap
-      rc.init_encoder(jax.random.key(s), N_FEATURES, first)[1] for s in range(cfg["seeds"])])
-  pipelines = {name: jax.jit(jax.vmap(make_pipeline(c, c_few, graphdef)))
+      rc.init_encoder(jax.random.key(s), N_FEATURES, first).params
+      for s in range(cfg["seeds"])])
+  pipelines = {name: jax.jit(jax.vmap(make_pipeline(c, c_few, encoder)))
                for name, (c, c_few) in configs.items()}
   settings = []
   with tqdm(total=len(cfg["settings"]) * len(configs), desc="recouple", unit="run") as bar:

@@ -54,6 +54,7 @@ class Net(struct.PyTreeNode):
     >>> net = Net.create(QEnsemble(3, 2, [32], rngs=nnx.Rngs(0)))
     >>> q = net(obs, actions)                    # with net.params
     >>> q = net(obs, actions, params=other)      # e.g. target parameters
+    >>> graphdef, params = net                   # the older (graphdef, params) pair
   """
 
   graphdef: Any = struct.field(pytree_node=False)
@@ -66,3 +67,8 @@ class Net(struct.PyTreeNode):
 
   def __call__(self, *args, params: Any = None) -> jax.Array:
     return nnx.merge(self.graphdef, self.params if params is None else params)(*args)
+
+  def __iter__(self):
+    """Unpacks as ``graphdef, params = net``: code written for the older bare pair
+    (``nnx.split``'s output) keeps working when it is handed a :class:`Net`."""
+    return iter((self.graphdef, self.params))

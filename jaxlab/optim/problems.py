@@ -7,7 +7,8 @@ and are re-exported here:
 
 * :func:`rosenbrock`: the chained Rosenbrock function over any array;
 * :func:`make_least_squares`: a random linear regression, noiseless or noisy;
-* :class:`MLP` (flax nnx) and :func:`load_classification`: an MLP classifier on
+* :class:`MLP` (flax nnx, held as a :class:`~jaxlab.nn.Net` by :func:`mlp_net`) and
+  :func:`load_classification`: an MLP classifier on
   scikit-learn's bundled digits, or MNIST / CIFAR-10 through
   ``tfds.data_source`` when that data is prepared locally as ArrayRecord.
 
@@ -35,6 +36,7 @@ from jaxlab.data.optim_problems import (  # noqa: F401  (re-exported: the old im
     make_least_squares,
     rosenbrock,
 )
+from jaxlab.nn import Net
 from jaxlab.training.fit import fit
 
 
@@ -52,14 +54,15 @@ class MLP(nnx.Module):
     return self.layers[-1](x)
 
 
+def mlp_net(sizes: tuple[int, ...], seed: int) -> Net:
+  """An :class:`MLP` held as a :class:`~jaxlab.nn.Net`: ``net(x, params=p)`` gives logits."""
+  return Net.create(MLP(sizes, rngs=nnx.Rngs(seed)))
+
+
 def mlp_functional(sizes: tuple[int, ...], seed: int) -> tuple[Callable, Any]:
-  """Returns ``(apply(params, x), params)`` for an :class:`MLP`, params a pytree."""
-  graphdef, params = nnx.split(MLP(sizes, rngs=nnx.Rngs(seed)), nnx.Param)
-
-  def apply(params, x):
-    return nnx.merge(graphdef, params)(x)
-
-  return apply, params
+  """The older closure form of :func:`mlp_net`: ``(apply(params, x), params)``."""
+  net = mlp_net(sizes, seed)
+  return (lambda params, x: net(x, params=params)), net.params
 
 
 def train(

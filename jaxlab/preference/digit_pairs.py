@@ -149,16 +149,15 @@ def make_finetune(net: Net, *, epochs: int = 20, batch_groups: int = 16, lr: flo
     keys = jax.random.split(jax.random.fold_in(jax.random.key(seed), rnd), epochs)
     order = jnp.concatenate([jax.random.permutation(k, g)[: steps_per_epoch * batch_groups]
                              for k in keys]).reshape(-1, batch_groups)
-    return _finetune_scan(net.graphdef, weight_decay, params, groups.images, toks,
+    return _finetune_scan(net.replace(params=params), weight_decay, groups.images, toks,
                           match.selected, order, jnp.float32(lr * lr_restart**rnd))
 
   return finetune
 
 
-@jax.jit(static_argnums=(0, 1))
-def _finetune_scan(graphdef, weight_decay, params, images, toks, selected, order, lr0):
+@jax.jit(static_argnums=1)
+def _finetune_scan(net, weight_decay, images, toks, selected, order, lr0):
   """AdamW with a cosine decay from ``lr0`` (traced: one compilation for every round)."""
-  net = Net(graphdef=graphdef, params=params)
   steps = order.shape[0]
   # Cosine decay to 0.1 lr0 over the round, as the official code's schedule.
   lr = lambda count: lr0 * (0.1 + 0.45 * (1 + jnp.cos(jnp.pi * count.astype(jnp.float32)
@@ -172,7 +171,7 @@ def _finetune_scan(graphdef, weight_decay, params, images, toks, selected, order
     w = jnp.repeat(selected[idx], 2).astype(jnp.float32)
     return clip_loss(net(x, t, params=q), w)
 
-  return fit(loss, opt, params, batches=order).state.params
+  return fit(loss, opt, net.params, batches=order).state.params
 
 
 __all__ = ["LEFT_OF", "DigitSplit", "DualEncoder", "Groups", "caption", "clip_loss",

@@ -10,6 +10,7 @@ from jaxlab.optim.problems import (
     load_classification,
     make_least_squares,
     mlp_functional,
+    mlp_net,
     train,
 )
 
@@ -41,7 +42,10 @@ def test_mlp_functional_and_digits():
   data = load_classification("digits")
   assert data.x_train.shape[1] == 64 and data.num_classes == 10
   assert abs(float(data.x_train.mean())) < 1e-3
-  apply, params = mlp_functional((64, 32, 10), 0)
-  assert apply(params, jnp.asarray(data.x_test[:5])).shape == (5, 10)
+  net = mlp_net((64, 32, 10), 0)
+  x = jnp.asarray(data.x_test[:5])
+  assert net(x).shape == (5, 10)
+  apply, params = mlp_functional((64, 32, 10), 0)  # the older closure form: the same network
+  np.testing.assert_array_equal(apply(params, x), net(x))
   with pytest.raises(ValueError, match="name"):
     load_classification("imagenet")
