@@ -63,6 +63,7 @@ from experiments.common import (
     shard_seeds,
     write_results,
 )
+from jaxlab.core.stats import spread
 from jaxlab.data.reward_tasks import (  # noqa: F401  (digits_task: the old experiment name)
     TASKS,
     Task,
@@ -213,8 +214,8 @@ def run_task(task: Task, tc: dict, seeds: int, flips: tuple[float, ...], bar) ->
 
 
 def _mean_std(values) -> tuple[float, float]:
-  v = np.asarray(values, float)
-  return float(v.mean()), float(v.std(ddof=1)) if v.size > 1 else 0.0
+  s = spread(values)  # the house convention: sample std (ddof=1); 0 for one seed here
+  return s.mean, s.std if s.n > 1 else 0.0
 
 
 def _select(rows: list[dict], **match) -> list[dict]:

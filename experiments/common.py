@@ -27,6 +27,8 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
+from jaxlab.core.stats import spread
+
 SCALES = ("smoke", "quick", "full")
 
 
@@ -421,8 +423,7 @@ def sample_std(values) -> float:
 
   The README's convention for every "±" in tables and reports (mean ± sample std).
   """
-  x = np.asarray(values, np.float64).reshape(-1)
-  return float(np.std(x, ddof=1)) if x.size > 1 else float("nan")
+  return spread(values).std
 
 
 def pm(values, fmt: str = ".3f", std_fmt: str | None = None, sign: bool = False) -> str:

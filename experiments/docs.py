@@ -28,6 +28,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from jaxlab.core.stats import spread
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "docs", "results")
 GEN = re.compile(r"<!-- gen:(?P<key>[\w./-]+) -->(?P<body>.*?)<!-- /gen -->", re.S)
@@ -86,8 +88,7 @@ def signed(x: float, decimals: int = 3) -> str:
 
 def std(values) -> float:
   """Sample standard deviation (``ddof=1``) of per-seed values; NaN for one seed."""
-  x = np.asarray(values, np.float64).reshape(-1)
-  return float(np.std(x, ddof=1)) if x.size > 1 else float("nan")
+  return spread(values).std
 
 
 def pm(values, fmt: Callable[[float], str] = f, std_fmt: Callable[[float], str] | None = None

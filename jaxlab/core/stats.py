@@ -3,7 +3,8 @@
 Everywhere jaxlab reports a quantity measured over seeds, ``a ± b`` means the
 mean ``a`` and the sample standard deviation ``b`` (``ddof=1``: an unbiased
 variance estimate from few seeds), and ``[lo, hi]`` is the min-max range over
-seeds. One seed has no spread: its std is reported as NaN ("±" omitted).
+seeds. One seed has no spread: its std is reported as NaN ("±" omitted). A NaN
+among the values (a diverged seed) propagates: it is never silently dropped.
 """
 
 from __future__ import annotations
@@ -27,14 +28,13 @@ class Spread(NamedTuple):
 
 
 def spread(values: ArrayLike) -> Spread:
-  """Mean, sample std (``ddof=1``), min and max of per-seed ``values`` (NaNs ignored).
+  """Mean, sample std (``ddof=1``), min and max of per-seed ``values`` (NaN propagates).
 
   Example:
     >>> spread([1.0, 2.0, 3.0])
     Spread(mean=2.0, std=1.0, min=1.0, max=3.0, n=3)
   """
   x = np.asarray(values, np.float64).reshape(-1)
-  x = x[~np.isnan(x)]
   n = int(x.size)
   if n == 0:
     nan = float("nan")

@@ -9,7 +9,8 @@ def test_spread_is_mean_sample_std_and_range():
   np.testing.assert_allclose(s.std, np.sqrt(14 / 3))  # ddof=1 by hand: sum sq dev 14
   one = stats.spread([2.5])
   assert one.mean == 2.5 and np.isnan(one.std)
-  assert stats.spread([1.0, np.nan, 3.0]).n == 2
+  diverged = stats.spread([1.0, np.nan, 3.0])  # a NaN seed is not silently dropped
+  assert diverged.n == 3 and np.isnan(diverged.mean) and np.isnan(diverged.std)
 
 
 def test_format_spread():
