@@ -99,9 +99,7 @@ CONFIGS = {
                                 "pretrain_steps": 100, "pairs": 128, "betas": (10.0,),
                                 "finetune_steps": 20, "batch": 16, "snapshots": 2,
                                 "eval_samples": 64, "lr": 1e-3}}),
-    "quick": dict(seeds=3, flips=(0.0, 0.2, 0.4), tasks={"mixture": {
-        **_MIX, "hidden": (64, 64, 64), "pretrain_steps": 1000, "data_size": 5000, "pairs": 1000,
-        "finetune_steps": 300, "snapshots": 3, "eval_samples": 500}}),
+    "quick": dict(seeds=3, flips=(0.0, 0.2, 0.4), tasks={"mixture": _MIX}),
     "full": dict(seeds=5, flips=(0.0, 0.2, 0.4), tasks={
         "mixture": {**_MIX, "betas": (10.0, 100.0, 1000.0), "finetune_steps": 1600,
                     "snapshots": 8},

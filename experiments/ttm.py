@@ -47,8 +47,8 @@ METRICS = {"text": ttm.text_score, "image": ttm.image_score, "group": ttm.group_
 CONFIGS = {
     "smoke": dict(seeds=1, order_noise=(0.45,), pretrain_steps=200, groups=60, rounds=2,
                   epochs=2),
-    "quick": dict(seeds=3, order_noise=(0.4, 0.45), pretrain_steps=800, groups=300, rounds=3,
-                  epochs=5),
+    "quick": dict(seeds=3, order_noise=(0.4, 0.45), pretrain_steps=1500, groups=500, rounds=5,
+                  epochs=10),
     "full": dict(seeds=5, order_noise=(0.4, 0.45), pretrain_steps=3000, groups=1000, rounds=10,
                  epochs=20),
 }
