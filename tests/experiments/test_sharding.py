@@ -28,9 +28,10 @@ print("PLACEMENT", json.dumps({"devices": jax.device_count(),
 alpha_dpo.main(["--smoke", "--seeds", "4", "--out", sys.argv[1]])
 """
 
-# the machine, the device count, every timing (keys ending in "time_s") and the plotted
-# samples, which are stored rounded to 3 decimals (a 1e-7 difference can flip their last digit)
-SKIP = {"machine", "devices", "samples", "samples_seed0"}
+# the machine and provenance (its command names the output folder), the device count, every
+# timing (keys ending in "time_s") and the plotted samples, which are stored rounded to 3
+# decimals (a 1e-7 difference can flip their last digit)
+SKIP = {"machine", "provenance", "devices", "samples", "samples_seed0"}
 
 # The sharded run is not the same XLA program as the single-device one (each device runs the
 # vmapped program on its share of the seeds, and XLA's CPU kernels may sum in another order
