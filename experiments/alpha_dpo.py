@@ -21,7 +21,7 @@ For each task and seed (``jaxlab.models.ddpm``, ``jaxlab.preference.alpha_dpo``)
    the KL divergence between the mode (class) histograms of the fine-tuned and the
    reference model's samples.
 
-Tasks:
+Tasks (``jaxlab.data.reward_tasks``):
   * ``mixture`` (all scales): 8 Gaussians (std 0.12) on a circle of radius 2. Reward
     ``r(x) = sum_k w_k exp(-|x - mu_k|^2 / (2 * 0.5^2))`` with ``w_k = (1 + cos
     theta_k) / 2``: 1 at the mode at angle 0, 0 at the opposite one, graded between; the
@@ -48,8 +48,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -65,10 +63,19 @@ from experiments.common import (
     shard_seeds,
     write_results,
 )
+from jaxlab.core.stats import spread
+from jaxlab.data.reward_tasks import (  # noqa: F401  (digits_task: the old experiment name)
+    TASKS,
+    Task,
+    digits_task,
+    label_pairs,
+    mixture_task,
+    sample_stats,
+)
 from jaxlab.models import ddpm
+from jaxlab.nn import Net
 from jaxlab.preference import alpha_dpo
 from jaxlab.preference.alpha_dpo import LossParams
-from jaxlab.rl.networks import Net
 
 METHODS = {  # name -> FinetuneConfig fields that differ between methods
     "Diffusion-DPO": dict(loss="dpo"),
@@ -100,115 +107,8 @@ CONFIGS = {
 }
 
 
-class Task(NamedTuple):
-  """A data set with a known reward and drift proxies (all jnp, jittable)."""
-
-  name: str
-  dim: int
-  num_modes: int
-  sample_data: Callable[[jax.Array, int], jax.Array]  # (key, n) -> (n, dim)
-  reward: Callable[[jax.Array], jax.Array]  # (n, dim) -> (n,)
-  off_manifold: Callable[[jax.Array], jax.Array]  # (n, dim) -> (n,) bool
-  mode: Callable[[jax.Array], jax.Array]  # (n, dim) -> (n,) int in [0, num_modes)
-  dataset: jax.Array | None = None  # a fixed training set (else pretrain on sample_data)
-
-
-def mixture_task(num_modes: int = 8, radius: float = 2.0, std: float = 0.12,
-                 reward_width: float = 0.5) -> Task:
-  angles = 2 * np.pi * np.arange(num_modes) / num_modes
-  centres = jnp.asarray(radius * np.stack([np.cos(angles), np.sin(angles)], 1), jnp.float32)
-  weights = jnp.asarray((1 + np.cos(angles)) / 2, jnp.float32)
-
-  def sq_dist(x):
-    return jnp.sum(jnp.square(x[:, None, :] - centres[None]), -1)
-
-  def sample_data(key, n):
-    k_c, k_x = jax.random.split(key)
-    c = jax.random.randint(k_c, (n,), 0, num_modes)
-    return centres[c] + std * jax.random.normal(k_x, (n, 2))
-
-  return Task(
-      name="mixture", dim=2, num_modes=num_modes, sample_data=sample_data,
-      reward=lambda x: jnp.sum(weights * jnp.exp(-sq_dist(x) / (2 * reward_width**2)), -1),
-      off_manifold=lambda x: jnp.min(sq_dist(x), -1) > (4 * std) ** 2,
-      mode=lambda x: jnp.argmin(sq_dist(x), -1))
-
-
-def digits_task() -> Task:
-  from sklearn.datasets import load_digits
-
-  digits = load_digits()
-  data = (digits.data / 8.0 - 1.0).astype(np.float32)  # pixels 0..16 -> [-1, 1]
-  means = np.stack([data[digits.target == k].mean(0) for k in range(10)])
-  within = np.sum((data - means[digits.target]) ** 2, -1).mean()
-  # probe: softmax(-|x - mean_k|^2 / tau), tau = within-class mean squared distance / 4
-  # (90% accuracy on the real digits, and soft enough to give a graded reward)
-  centres, tau = jnp.asarray(means), float(within / 4)
-  real = jnp.asarray(data)
-  sq = np.sum(data * data, -1)
-  d2 = sq[:, None] - 2 * data @ data.T + sq[None]
-  np.fill_diagonal(d2, np.inf)
-  threshold = float(np.quantile(d2.min(1), 0.99))  # squared NN distance among real digits
-
-  def logits(x):
-    return -jnp.sum(jnp.square(x[:, None] - centres[None]), -1) / tau
-
-  def nn_sq_dist(x):
-    return jnp.min(jnp.sum(x * x, -1)[:, None] - 2 * x @ real.T
-                   + jnp.sum(real * real, -1)[None], -1)
-
-  return Task(
-      name="digits", dim=64, num_modes=10,
-      sample_data=lambda key, n: real[jax.random.randint(key, (n,), 0, real.shape[0])],
-      reward=lambda x: jax.nn.softmax(logits(x), -1) @ jnp.arange(10.0) / 9.0,
-      off_manifold=lambda x: nn_sq_dist(x) > threshold,
-      mode=lambda x: jnp.argmax(logits(x), -1), dataset=real)
-
-
-TASKS = {"mixture": mixture_task, "digits": digits_task}
-
-
-def sample_stats(task: Task, x: jax.Array, ref_hist: jax.Array | None = None) -> dict:
-  """Mean reward, off-manifold fraction, mode histogram (and KL to ``ref_hist``)."""
-  hist = jnp.bincount(task.mode(x), length=task.num_modes) / x.shape[0]
-  out = {"reward": jnp.mean(task.reward(x)), "off_manifold": jnp.mean(task.off_manifold(x)),
-         "hist": hist}
-  if ref_hist is not None:  # add-half smoothing so empty modes keep the KL finite
-    n = x.shape[0]
-    p = (hist * n + 0.5) / (n + 0.5 * task.num_modes)
-    q = (ref_hist * n + 0.5) / (n + 0.5 * task.num_modes)
-    out["mode_kl"] = jnp.sum(p * jnp.log(p / q))
-  return out
-
-
-def label_pairs(task: Task, x: jax.Array, key: jax.Array,
-                flips: tuple[float, ...]) -> tuple[jax.Array, jax.Array]:
-  """Pairs rows ``i`` and ``N + i`` of ``x``; returns ``(x_w, x_l)`` per flip rate.
-
-  Args:
-    task: gives the reward that orders each pair.
-    x: ``(2N, D)`` samples.
-    key: PRNG key for which pairs are flipped.
-    flips: flip rates; the pairs flipped at a lower rate are among those at a higher.
-
-  Returns:
-    ``(F, N, D)`` preferred and rejected samples.
-  """
-  n = x.shape[0] // 2
-  a, b = x[:n], x[n:]
-  a_wins = (task.reward(a) >= task.reward(b))[:, None]
-  x_w, x_l = jnp.where(a_wins, a, b), jnp.where(a_wins, b, a)
-  rank = jax.random.permutation(key, n)
-  ws, ls = [], []
-  for f in flips:
-    flip = (rank < round(f * n))[:, None]
-    ws.append(jnp.where(flip, x_l, x_w))
-    ls.append(jnp.where(flip, x_w, x_l))
-  return jnp.stack(ws), jnp.stack(ls)
-
-
 def _new_params(seed: jax.Array, dim: int, hidden: tuple[int, ...]):
-  return nnx.split(ddpm.EpsMLP(dim, hidden, rngs=nnx.Rngs(jax.random.key(seed))))[1]
+  return Net.create(ddpm.EpsMLP(dim, hidden, rngs=nnx.Rngs(jax.random.key(seed)))).params
 
 
 def method_losses(betas: tuple[float, ...]) -> LossParams:
@@ -226,9 +126,8 @@ def run_task(task: Task, tc: dict, seeds: int, flips: tuple[float, ...], bar) ->
   """
   schedule = ddpm.make_schedule(tc["num_steps"], "cosine")
   # the graph from an abstract module; each seed's parameters are initialized in `prepare`
-  graphdef = nnx.split(nnx.eval_shape(lambda: ddpm.EpsMLP(task.dim, tc["hidden"],
-                                                          rngs=nnx.Rngs(0))))[0]
-  net = Net(graphdef=graphdef, params=None)
+  net = Net.create(nnx.eval_shape(lambda: ddpm.EpsMLP(task.dim, tc["hidden"],
+                                                      rngs=nnx.Rngs(0)))).replace(params=None)
   keys = jax.vmap(lambda s: jax.random.split(jax.random.key(s), 6))(jnp.arange(seeds))
   k_data, k_fit, k_pairs, k_flip, k_tune, k_eval = (keys[:, i] for i in range(6))
   if task.dataset is None:
@@ -313,8 +212,8 @@ def run_task(task: Task, tc: dict, seeds: int, flips: tuple[float, ...], bar) ->
 
 
 def _mean_std(values) -> tuple[float, float]:
-  v = np.asarray(values, float)
-  return float(v.mean()), float(v.std(ddof=1)) if v.size > 1 else 0.0
+  s = spread(values)  # the house convention: sample std (ddof=1); 0 for one seed here
+  return s.mean, s.std if s.n > 1 else 0.0
 
 
 def _select(rows: list[dict], **match) -> list[dict]:
@@ -566,7 +465,7 @@ def main(argv=None) -> dict:
           + "; ".join(f"{n}: lr {tc['lr']}, {tc['finetune_steps']} steps x {tc['batch']} "
                       f"pairs of {tc['pairs']}, T = {tc['num_steps']}, MLP {tc['hidden']}"
                       for n, tc in cfg["tasks"].items()))
-  write_results(args.out, "alpha_dpo", result, "\n\n".join(texts), note)
+  write_results(args.out, "alpha_dpo", result, "\n\n".join(texts), note, argv=argv)
   return result
 
 

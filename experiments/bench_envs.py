@@ -13,7 +13,6 @@ Cheapest, to check that it runs (about 15 s of CPU, the ratios are noise):
 
 from __future__ import annotations
 
-import json
 import os
 import time
 
@@ -21,7 +20,7 @@ import gymnax
 import jax
 import jax.numpy as jnp
 
-from experiments.common import ExperimentCLI, Ratio
+from experiments.common import ExperimentCLI, Ratio, save_json
 from jaxlab.envs import PointMaze, PointPush
 
 ANCHOR = "PointRobot-misc"
@@ -102,8 +101,7 @@ def main(argv=None) -> dict:
             "ratio_to_point_robot": {k: v / base for k, v in rows.items()},
             "backend": jax.default_backend(), "jax": jax.__version__}
   os.makedirs(args.out, exist_ok=True)
-  with open(os.path.join(args.out, "results.json"), "w") as f:
-    json.dump(result, f, indent=1)
+  result = save_json(os.path.join(args.out, "results.json"), result, "bench_envs", argv)
   return result
 
 

@@ -21,7 +21,6 @@ minutes on 2 CPU cores: ``--steps 300``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
 
@@ -29,10 +28,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from experiments.common import ExperimentCLI, Ratio
+from experiments.common import ExperimentCLI, Ratio, save_json
 from jaxlab import envs
+from jaxlab.core.rng import split_key_data as split
 from jaxlab.rl.agents import FACAgent, FACConfig
-from jaxlab.rl.agents.common import split
 from jaxlab.rl.train import Carry, check_dataset, sample_batch
 
 
@@ -121,8 +120,7 @@ def main(argv=None) -> dict:
   print(f"py loop:   {r['loop_seed_steps_per_s']:8.1f} seed-steps/s ({r['loop_s']:.1f} s)")
   print(f"ratio (ours / per-step loop): {r['ratio']:.2f}x")
   os.makedirs(args.out, exist_ok=True)
-  with open(os.path.join(args.out, "results.json"), "w") as f:
-    json.dump(r, f, indent=1)
+  r = save_json(os.path.join(args.out, "results.json"), r, "bench_flow_actor_critic", argv)
   return r
 
 

@@ -104,7 +104,7 @@ def main(argv=None) -> dict:
             "lam": lam, "wall_time_s": time.time() - start, "machine": machine()}
   write_results(args.out, "bench_fractal_gd", result, "\n".join(lines),
                 f"lam = {lam}, eta = 0.97 eta*, float32, up to {args.max_steps} GD steps; "
-                "best of 3 after compiling; speedups relative to plain vmapped GD.")
+                "best of 3 after compiling; speedups relative to plain vmapped GD.", argv=argv)
   return result
 
 

@@ -13,16 +13,15 @@ n = 10,000 faster than one scipy solve.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 
 import jax
 import numpy as np
 
-from experiments.common import ExperimentCLI, Ratio
+from experiments.common import ExperimentCLI, Ratio, save_json
 from jaxlab import matching as M
-from jaxlab.matching.instances import uniform
+from jaxlab.data.matching_instances import uniform
 
 
 def _time_jax(algorithm: str, servers, requests, **kw) -> tuple[float, float]:
@@ -96,8 +95,8 @@ def main(argv=None) -> dict:
           f"{r['push_relabel_s']:7.2f} {r['push_relabel_ratio']:7.3f} {r['greedy_ratio']:10.3f}")
   os.makedirs(args.out, exist_ok=True)
   result = {"backend": jax.default_backend(), "jax": jax.__version__, "rows": rows}
-  with open(os.path.join(args.out, "results.json"), "w") as f:
-    json.dump(result, f, indent=1, default=lambda x: None if np.isnan(x) else x)
+  result = save_json(os.path.join(args.out, "results.json"), result, "bench_matching", argv,
+                     default=lambda x: None if np.isnan(x) else x)
   return result
 
 

@@ -18,7 +18,6 @@ of ``optax.adam``; G+M+V+W simulation at most 2x (aim 1.5x).
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
@@ -27,9 +26,9 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from experiments.common import ExperimentCLI, Ratio
+from experiments.common import ExperimentCLI, Ratio, save_json
 from jaxlab.optim import quantized_adam
-from jaxlab.optim.problems import mlp_functional
+from jaxlab.optim.problems import mlp_net
 from jaxlab.quant import FloatFormat
 
 SIZES = (784, 1024, 256, 10)
@@ -92,12 +91,13 @@ def main(argv=None) -> dict:
   repeats, inner = cfg["repeats"], cfg["inner"]
   names = ["optax.adam", *(n for n in args.configs if n != "optax.adam")]
 
-  apply, params = mlp_functional(SIZES, 0)
+  net = mlp_net(SIZES, 0)
+  params = net.params
   num_params = sum(p.size for p in jax.tree.leaves(params))
   k1, k2 = jax.random.split(jax.random.key(0))
   x = jax.random.normal(k1, (128, SIZES[0]))
   y = jax.random.randint(k2, (128,), 0, SIZES[-1])
-  loss = lambda p: optax.softmax_cross_entropy_with_integer_labels(apply(p, x), y).mean()
+  loss = lambda p: optax.softmax_cross_entropy_with_integer_labels(net(x, params=p), y).mean()
   grads = jax.grad(loss)(params)
 
   rows, cases = {}, {}
@@ -141,8 +141,7 @@ def main(argv=None) -> dict:
   result = {"backend": jax.default_backend(), "devices": [str(d) for d in jax.devices()],
             "jax": jax.__version__, "num_params": num_params, "rows": rows}
   os.makedirs(args.out, exist_ok=True)
-  with open(os.path.join(args.out, "results.json"), "w") as f:
-    json.dump(result, f, indent=1)
+  result = save_json(os.path.join(args.out, "results.json"), result, "bench_quant_optim", argv)
   return result
 
 

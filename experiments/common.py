@@ -1,5 +1,6 @@
 """Helpers every experiment script shares: the command line generated from the
-configuration, writing results, the report rows ``run_all`` collects, and sharding seeds
+configuration, writing results (with provenance, curves downsampled to keep
+``results.json`` small), the report rows ``run_all`` collects, and sharding seeds
 over devices."""
 
 from __future__ import annotations
@@ -9,8 +10,14 @@ import ast
 import copy
 import dataclasses
 import functools
+import importlib.metadata
 import json
+import math
 import os
+import re
+import shlex
+import subprocess
+import sys
 import types as types_module
 import typing
 import warnings
@@ -19,6 +26,8 @@ from typing import Any, NamedTuple
 
 import jax
 import numpy as np
+
+from jaxlab.core.stats import spread
 
 SCALES = ("smoke", "quick", "full")
 
@@ -254,16 +263,175 @@ def machine() -> dict[str, str]:
   return {"backend": jax.default_backend(), "jax": jax.__version__}
 
 
-def write_results(out: str, name: str, result: dict, table: str, note: str = "") -> None:
-  """Writes ``results.json`` and ``summary.md`` (title, wall time, note, table); prints it."""
-  os.makedirs(out, exist_ok=True)
-  with open(os.path.join(out, "results.json"), "w") as f:
-    json.dump(result, f, indent=1, default=str)
+MAX_RESULTS_BYTES = 900_000  # every results.json stays under 1 MB (issue 15)
+CURVE_POINTS = (512, 256, 128, 64, 32, 16)  # curve lengths tried, longest first
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _git(*args: str) -> str | None:
+  try:
+    return subprocess.run(["git", *args], cwd=_ROOT, capture_output=True, text=True,
+                          check=True, timeout=30).stdout.strip()
+  except Exception:  # noqa: BLE001 (no git, or not a checkout: provenance says unknown)
+    return None
+
+
+def provenance(module: str, argv: list[str] | None = None) -> dict:
+  """Where a result came from: git commit, package versions, device, command line.
+
+  Args:
+    module: the experiment module's name (``dipper`` for ``experiments.dipper``).
+    argv: the arguments the experiment parsed (``None``: ``sys.argv[1:]``, as
+      ``python -m`` passes them).
+
+  Returns:
+    ``{"git_commit", "git_dirty", "versions", "backend", "device", "command"}``;
+    ``git_commit`` is ``None`` outside a git checkout.
+  """
+  import jax  # noqa: PLC0415 (already imported by every experiment; keeps this cheap)
+
+  argv = list(sys.argv[1:] if argv is None else argv)
+  versions = {}
+  for pkg in ("jax", "jaxlib", "flax", "optax", "numpy"):
+    try:
+      versions[pkg] = importlib.metadata.version(pkg)
+    except importlib.metadata.PackageNotFoundError:
+      versions[pkg] = None
+  devices = jax.devices()
+  status = _git("status", "--porcelain", "--untracked-files=no")
+  return {"git_commit": _git("rev-parse", "HEAD"),
+          "git_dirty": None if status is None else bool(status),
+          "versions": versions, "backend": jax.default_backend(),
+          "device": f"{len(devices)} x {devices[0].device_kind}",
+          "command": shlex.join(["python", "-m", f"experiments.{module}", *argv])}
+
+
+def _is_number(x: Any) -> bool:
+  return isinstance(x, (int, float)) and not isinstance(x, bool) or x is None
+
+
+def _is_curve(x: Any, points: int) -> bool:
+  """A list longer than ``points`` of numbers, or of equal-length rows of numbers."""
+  if not isinstance(x, list) or len(x) <= points:
+    return False
+  if all(_is_number(v) for v in x):
+    return True
+  return (all(isinstance(v, list) and all(_is_number(u) for u in v) for v in x)
+          and len({len(v) for v in x}) == 1)
+
+
+def _round(x: Any, digits: int = 6) -> Any:
+  if isinstance(x, list):
+    return [_round(v, digits) for v in x]
+  if isinstance(x, float) and math.isfinite(x):
+    return float(f"{x:.{digits}g}")
+  return x
+
+
+def downsample_curves(tree: Any, points: int) -> Any:
+  """``tree`` with every curve longer than ``points`` cut to ``points`` samples.
+
+  A curve is a list of numbers, or of equal-length rows of numbers (e.g. one row
+  of per-seed values per iteration), longer than ``points``. It keeps ``points``
+  evenly spaced entries, the first and the last included, each rounded to 6
+  significant digits. Everything else (summaries, per-seed finals, configs) is
+  kept as is, so report code that reads summaries gives the same numbers; the
+  figures drawn from curves get fewer points.
+  """
+  if _is_curve(tree, points):
+    idx = sorted({round(i * (len(tree) - 1) / (points - 1)) for i in range(points)})
+    return [_round(tree[i]) for i in idx]
+  if isinstance(tree, dict):
+    return {k: downsample_curves(v, points) for k, v in tree.items()}
+  if isinstance(tree, list):
+    return [downsample_curves(v, points) for v in tree]
+  return tree
+
+
+_LEAF_LIST = re.compile(r"\[(?:\s*(?:-?[0-9.eE+-]+|NaN|-?Infinity|null|true|false),?)+\s*\]")
+
+
+def dumps(result: Any, default: Any = str) -> str:
+  """JSON with ``indent=1`` but each list of plain numbers on one line."""
+  text = json.dumps(result, indent=1, default=default)
+  return _LEAF_LIST.sub(lambda m: re.sub(r"\s+", "", m.group(0)).replace(",", ", "), text)
+
+
+def compact_results(result: dict, max_bytes: int = MAX_RESULTS_BYTES,
+                    default: Any = str) -> dict:
+  """``result`` with its curves downsampled until its JSON fits in ``max_bytes``.
+
+  Tries the curve lengths of ``CURVE_POINTS`` from the longest; a result that
+  already fits is returned unchanged. Records the length used under
+  ``result["downsampled"]``.
+  """
+  result = json.loads(dumps(result, default))  # plain types (numpy scalars, tuples) first
+  if len(dumps(result)) <= max_bytes:
+    return result
+  for points in CURVE_POINTS:
+    small = downsample_curves(result, points)
+    if len(dumps(small)) <= max_bytes:
+      break
+  small["downsampled"] = {"curve_points": points, "rule": (
+      "curves (lists longer than curve_points) keep curve_points evenly spaced entries, "
+      "first and last included, rounded to 6 significant digits")}
+  return small
+
+
+def save_json(path: str, result: dict, module: str | None = None,
+              argv: list[str] | None = None, default: Any = str) -> dict:
+  """Writes ``result`` to ``path``, downsampled to fit 1 MB, with its provenance.
+
+  Args:
+    path: the ``results.json`` to write.
+    result: the experiment's results (plain JSON-able values).
+    module: the experiment module's name; when given, ``result["provenance"]``
+      is set from :func:`provenance` (unless the result already has one).
+    argv: the arguments the experiment parsed (see :func:`provenance`).
+    default: how ``json`` writes values it cannot (``str``).
+
+  Returns:
+    What was written.
+  """
+  if module is not None and "provenance" not in result:
+    result = {**result, "provenance": provenance(module, argv)}
+  result = compact_results(result, default=default)
+  os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+  with open(path, "w") as f:
+    f.write(dumps(result) + "\n")
+  return result
+
+
+def write_results(out: str, name: str, result: dict, table: str, note: str = "",
+                  argv: list[str] | None = None, new_run: bool = True) -> None:
+  """Writes ``results.json`` (see :func:`save_json`) and ``summary.md`` (title, wall time,
+  note, table); prints the table.
+
+  ``name`` is the experiment module's name; ``new_run=False`` (a report rebuilt from
+  saved results) records no provenance, since the run is not this process's.
+  """
+  save_json(os.path.join(out, "results.json"), result, name if new_run else None, argv)
   with open(os.path.join(out, "summary.md"), "w") as f:
     f.write(f"# {name} ({result['scale']}), {result['wall_time_s']:.0f} s\n\n"
             + (note + "\n\n" if note else "") + table + "\n")
   print(table)
   print(f"\nwall time {result['wall_time_s']:.1f} s; results in {out}")
+
+
+def sample_std(values) -> float:
+  """Sample standard deviation (``ddof=1``) over seeds; NaN for fewer than two values.
+
+  The README's convention for every "±" in tables and reports (mean ± sample std).
+  """
+  return spread(values).std
+
+
+def pm(values, fmt: str = ".3f", std_fmt: str | None = None, sign: bool = False) -> str:
+  """``"mean ± sample std"`` of per-seed ``values`` (only the mean for a single seed)."""
+  x = np.asarray(values, np.float64).reshape(-1)
+  mean = f"{x.mean():{'+' if sign else ''}{fmt}}"
+  s = sample_std(x)
+  return mean if not np.isfinite(s) else f"{mean} ± {s:{std_fmt or fmt}}"
 
 
 class Claim(NamedTuple):

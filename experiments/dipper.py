@@ -26,13 +26,23 @@ import matplotlib.pyplot as plt
 import numpy as np
 from tqdm.auto import tqdm
 
-from experiments.common import Claim, ExperimentCLI, machine, shard_seeds, write_results
+from experiments.common import (
+    Claim,
+    ExperimentCLI,
+    machine,
+    pm,
+    sample_std,
+    shard_seeds,
+    write_results,
+)
 from jaxlab import envs
 from jaxlab.rl import hrl
 from jaxlab.rl.agents.dipper import DipperConfig
 from jaxlab.rl.agents.gcsac import SACConfig
 
-ARMS = ("flat", "hier", "dipper_no_v", "dipper")
+# arm -> (the hierarchy, hrl.HRLConfig.agent; DIPPER's value weight lambda, None: the scale's)
+ARMS = {"flat": ("flat", None), "hier": ("hier", None), "dipper_no_v": ("dipper", 0.0),
+        "dipper": ("dipper", None)}
 TASKS = {"maze": (envs.PointMaze, 15), "push": (envs.PointPush, 7)}  # env, subgoal period c
 
 CONFIGS = {
@@ -51,13 +61,14 @@ CONFIGS = {
 def hrl_config(arm: str, task: str, cfg: dict, lam: float | None = None) -> hrl.HRLConfig:
   """The HRL configuration of one arm on one task at a scale."""
   if arm not in ARMS:
-    raise ValueError(f"arm must be one of {ARMS}, got {arm!r}")
+    raise ValueError(f"arm must be one of {tuple(ARMS)}, got {arm!r}")
   c = TASKS[task][1]
+  agent, arm_lam = ARMS[arm]
   sac = SACConfig(hidden_dims=cfg["hidden"], batch_size=cfg["batch"])
-  lam = (0.0 if arm == "dipper_no_v" else cfg["lam"]) if lam is None else lam
+  lam = (cfg["lam"] if arm_lam is None else arm_lam) if lam is None else lam
   dip = DipperConfig(hidden_dims=cfg["hidden"], batch_size=cfg["pairs"], m=cfg["m"], lam=lam)
   return hrl.HRLConfig(
-      agent="dipper" if arm.startswith("dipper") else arm, subgoal_period=c, num_windows=15,
+      agent=agent, subgoal_period=c, num_windows=15,
       num_envs=cfg["num_envs"], iterations=cfg["iterations"],
       iters_per_chunk=cfg["iters_per_chunk"], low_updates=cfg["low_updates"],
       high_updates=cfg["high_updates"], buffer_episodes=cfg["buffer"],
@@ -71,7 +82,7 @@ def run(task: str, arm: str, config: hrl.HRLConfig, seeds: int, ckpt: str | None
   keys = shard_seeds(jax.random.split(jax.random.key(0), seeds))  # seeds over devices
   _, history = train(keys, checkpoint_dir=ckpt)
   last = max(1, len(history["env_steps"]) // 5)  # final metrics: mean of the last 20%
-  final = {k: {"mean": float(np.mean(v[-last:])), "std": float(np.std(np.mean(v[-last:], 0))),
+  final = {k: {"mean": float(np.mean(v[-last:])), "std": sample_std(np.mean(v[-last:], 0)),
                "per_seed": np.mean(v[-last:], 0).tolist()} for k, v in history.items()}
   return {"task": task, "arm": arm, "lam": config.dipper.lam,
           "config": dataclasses.asdict(config), "history": {k: v.tolist() for k, v in
@@ -95,7 +106,7 @@ def format_table(runs: list[dict]) -> str:
            "|" + "---|" * (len(KEYS) + 3)]
   for r in runs:
     flat = r["arm"] == "flat"
-    cells = [f"{r['final'][k]['mean']:.3g} ± {r['final'][k]['std']:.2g}"
+    cells = [pm(r["final"][k]["per_seed"], ".3g", ".2g")
              if k in r["final"] and not (flat and not k.endswith("/success")) else ""
              for k, _ in KEYS]
     lam = "" if r["arm"] in ("flat", "hier") else f"{r['lam']:g}"
@@ -149,7 +160,7 @@ def _per_seed(result: dict, task: str, arm: str, key: str) -> np.ndarray | None:
 
 
 def _spread(x: np.ndarray) -> str:
-  return f"{x.mean():.3g} ± {x.std():.2g}"
+  return pm(x, ".3g", ".2g")
 
 
 def _beats(result: dict, task: str, key: str, arm: str, others: tuple[str, ...],
@@ -247,7 +258,7 @@ def main(argv=None) -> dict:
     with open(os.path.join(args.out, "results.json")) as f:
       result = json.load(f)
     result["figures"] = plot(result["runs"], args.out)
-    write_results(args.out, "dipper", result, format_table(result["runs"]), NOTE)
+    write_results(args.out, "dipper", result, format_table(result["runs"]), NOTE, new_run=False)
     return result
   os.makedirs(args.out, exist_ok=True)
   jobs = [(t, a, None) for t in args.tasks for a in args.arms]
@@ -273,7 +284,7 @@ def main(argv=None) -> dict:
             "runs": runs, "wall_time_s": time.time() - start,
             "machine": machine()}
   result["figures"] = plot(runs, args.out)
-  write_results(args.out, "dipper", result, table, NOTE)
+  write_results(args.out, "dipper", result, table, NOTE, argv=argv)
   return result
 
 

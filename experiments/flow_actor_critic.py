@@ -31,12 +31,27 @@ import matplotlib.pyplot as plt
 import numpy as np
 from tqdm.auto import tqdm
 
-from experiments.common import Claim, ExperimentCLI, machine, shard_seeds, write_results
+from experiments.common import (
+    Claim,
+    ExperimentCLI,
+    machine,
+    pm,
+    sample_std,
+    shard_seeds,
+    write_results,
+)
 from jaxlab import envs
-from jaxlab.rl.agents import FACAgent, FACConfig, FQLAgent, FQLConfig, unregularized
+from jaxlab.rl.agents import registry
 from jaxlab.rl.train import TrainConfig, make_train
 
-ARMS = ("no_penalty", "penalty_only", "fac", "fql")
+# arm -> (registered agent, config fields of the arm, whether its behavior flow pretrains for
+# the scale's "pretrain" steps); every arm also takes the scale's widths and batch size
+ARMS = {
+    "no_penalty": ("unregularized", dict(distill=0.0), False),  # nothing uses the flow
+    "penalty_only": ("fac", dict(distill=0.0), True),
+    "fac": ("fac", {}, True),
+    "fql": ("fql", {}, False),  # FQL trains its flow jointly
+}
 
 CONFIGS = {
     "smoke": dict(hidden=(16, 16), episodes=40, pretrain=20, steps=40, eval_every=20, seeds=2,
@@ -50,16 +65,12 @@ CONFIGS = {
 
 def arm_setup(arm: str, cfg: dict) -> tuple[type, object]:
   """Agent class and config of one arm at a scale."""
-  common = dict(hidden_dims=cfg["hidden"], batch_size=cfg["batch"])
-  if arm == "no_penalty":
-    return FACAgent, unregularized.get_config(distill=0.0, **common)
-  if arm == "penalty_only":
-    return FACAgent, FACConfig(distill=0.0, pretrain_steps=cfg["pretrain"], **common)
-  if arm == "fac":
-    return FACAgent, FACConfig(pretrain_steps=cfg["pretrain"], **common)
-  if arm == "fql":
-    return FQLAgent, FQLConfig(**common)
-  raise ValueError(f"arm must be one of {ARMS}, got {arm!r}")
+  if arm not in ARMS:
+    raise ValueError(f"arm must be one of {tuple(ARMS)}, got {arm!r}")
+  agent, fields, pretrain = ARMS[arm]
+  if pretrain:
+    fields = {**fields, "pretrain_steps": cfg["pretrain"]}
+  return registry.make(agent, hidden_dims=cfg["hidden"], batch_size=cfg["batch"], **fields)
 
 
 def run_arm(arm: str, cfg: dict, dataset: dict, evaluate: bool, checkpoint_dir: str | None,
@@ -76,7 +87,7 @@ def run_arm(arm: str, cfg: dict, dataset: dict, evaluate: bool, checkpoint_dir: 
   _, history = train(keys, checkpoint_dir=checkpoint_dir)
   wall = time.time() - start
   hist = {k: v.tolist() for k, v in history.items()}
-  final = {k: {"mean": float(np.mean(v[-1])), "std": float(np.std(v[-1])),
+  final = {k: {"mean": float(np.mean(v[-1])), "std": sample_std(v[-1]),
                "per_seed": [float(x) for x in v[-1]]} for k, v in history.items()}
   return {"arm": arm, "config": dataclasses.asdict(agent_cfg), "history": hist, "final": final,
           "wall_time_s": wall}
@@ -94,7 +105,7 @@ def format_table(runs: list[dict]) -> str:
     cells = []
     for key, _ in SUMMARY_KEYS:
       f = r["final"].get(key)
-      cells.append(f"{f['mean']:.3g} ± {f['std']:.2g}" if f else "")
+      cells.append(pm(f["per_seed"], ".3g", ".2g") if f else "")
     lines.append(f"| {r['task']} | {r['arm']} | " + " | ".join(cells) + " |")
   return "\n".join(lines)
 
@@ -136,7 +147,7 @@ def _per_seed(result: dict, arm: str, key: str, task: str = "multigoal_point") -
 
 
 def _spread(x: np.ndarray) -> str:
-  return f"{x.mean():.3g} ± {x.std():.2g}"
+  return pm(x, ".3g", ".2g")
 
 
 def _beats(a: np.ndarray | None, b: np.ndarray | None, name_a: str, name_b: str, what: str,
@@ -226,7 +237,7 @@ def main(argv=None) -> dict:
             "machine": machine()}
   result["figures"] = plot(runs, args.out)
   write_results(args.out, "flow_actor_critic", result, table,
-                "Final chunk, mean ± std over seeds.")
+                "Final chunk, mean ± std over seeds.", argv=argv)
   return result
 
 

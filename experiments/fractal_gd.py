@@ -46,7 +46,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from tqdm.auto import tqdm
 
-from experiments.common import Claim, ExperimentCLI, machine, write_results
+from experiments.common import Claim, ExperimentCLI, machine, pm, write_results
 from jaxlab.dynamics import factorization as F
 
 Y = 1.0
@@ -205,7 +205,7 @@ def format_tables(crit, map_rows, sens, bal) -> str:
     d = np.array([r["boundary_dimension"] for r in rs])
     mean = lambda k, rs=rs: np.mean([r[k] for r in rs])
     neither = mean("running") + mean("stationary") + mean("unstable")
-    lines.append(f"| {lam} | {frac} | {d.mean():.3f} ± {d.std():.3f} | {mean('converged'):.3f} "
+    lines.append(f"| {lam} | {frac} | {pm(d)} | {mean('converged'):.3f} "
                  f"| {mean('diverged'):.3f} | {neither:.3f} |")
   lines += ["", "## Sensitivity: start pairs 1e-6 apart", "",
             "| lam | eta/eta* | converged | different minimizer | different outcome | "
@@ -224,8 +224,7 @@ def format_tables(crit, map_rows, sens, bal) -> str:
 
 
 def _pm(x) -> str:
-  x = np.asarray(x, float)
-  return f"{x.mean():.3f} ± {x.std():.3f}"
+  return pm(x)
 
 
 def claims(result: dict) -> list[Claim]:
@@ -334,7 +333,7 @@ def main(argv=None) -> dict:
   write_results(args.out, "fractal_gd", result, table,
                 f"y = {Y}, u, v in R^{DIM}; maps on random slices through the origin, "
                 f"radius {cfg['radius']}, {cfg['resolution']}^2 starts, "
-                f"max {cfg['max_steps']} GD steps.")
+                f"max {cfg['max_steps']} GD steps.", argv=argv)
   return result
 
 

@@ -2,7 +2,7 @@
 
     python -m experiments.matching_incremental [--quick] [--out DIR] [--n N ...]
 
-On four metric families (``jaxlab.matching.instances``: uniform 2-D, clustered
+On four metric families (``jaxlab.data.matching_instances``: uniform 2-D, clustered
 2-D, 64-D L1 digits, road-graph shortest paths) requests arrive in chunks of
 n/20; after every chunk each algorithm's cost is divided by the optimum of the
 requests so far (the exact algorithm's cost, which is optimal after every
@@ -39,9 +39,9 @@ import numpy as np
 import scipy.optimize
 from tqdm.auto import tqdm
 
-from experiments.common import Claim, ExperimentCLI
+from experiments.common import Claim, ExperimentCLI, pm, save_json
 from jaxlab import matching as M
-from jaxlab.matching.instances import FAMILIES, make
+from jaxlab.data.matching_instances import FAMILIES, make
 
 CHUNKS = 20
 CHECKPOINTS = (0.5, 0.9, 0.95, 1.0)
@@ -149,7 +149,7 @@ def _per_instance(runs: list[dict], fn) -> dict[str, np.ndarray]:
 
 def _pm(groups: dict[str, np.ndarray], fmt: str = ".3f") -> str:
   """``instance mean ± std`` over seeds for each instance."""
-  return ", ".join(f"{k} {v.mean():{fmt}} ± {v.std():{fmt}}" for k, v in groups.items())
+  return ", ".join(f"{k} {pm(v, fmt)}" for k, v in groups.items())
 
 
 def claims(result: dict) -> list[Claim]:
@@ -172,7 +172,8 @@ def claims(result: dict) -> list[Claim]:
   """
   runs = result["runs"]
   algs = set(runs[0]["algorithms"]) if runs else set()
-  count = f"{len(runs)} instance-seeds, mean ± std over {result['config']['seeds']} seeds"
+  count = (f"{len(runs)} instance-seeds, mean ± sample std over {result['config']['seeds']} "
+           "seeds")
   final = lambda name: _per_instance(runs, lambda r: r["algorithms"][name]["ratio"][-1])
   headline = ("The paper's push-relabel algorithm keeps an incremental matching close to the "
               "optimum in any metric (1.11-1.14x OPT at n = 10,000 uniform in the paper)")
@@ -326,8 +327,7 @@ def main(argv=None) -> dict:
             "compute_time_s": sum(a["time_s"] for r in runs for a in r["algorithms"].values()),
             "machine": {"backend": jax.default_backend(), "jax": jax.__version__}}
   result["figures"] = plot(runs, args.out)
-  with open(os.path.join(args.out, "results.json"), "w") as f:
-    json.dump(result, f, indent=1)
+  result = save_json(os.path.join(args.out, "results.json"), result, "matching_incremental", argv)
   with open(os.path.join(args.out, "summary.md"), "w") as f:
     f.write(f"# matching_incremental ({scale}), {result['wall_time_s']:.0f} s "
             f"({result['compute_time_s']:.0f} s of algorithm time in its instances)\n\n"

@@ -30,7 +30,6 @@ prints the summary table.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
@@ -43,15 +42,15 @@ import numpy as np
 import optax
 from tqdm.auto import tqdm
 
-from experiments.common import Claim, ExperimentCLI, shard_seeds
+from experiments.common import Claim, ExperimentCLI, save_json, shard_seeds
 from jaxlab.optim import quantize_params, quantized_adam, quantized_muon
 from jaxlab.optim.problems import (
-    DATASETS,
-    load_classification,
-    make_least_squares,
-    mlp_functional,
-    rosenbrock,
-    train,
+  DATASETS,
+  load_classification,
+  make_least_squares,
+  mlp_net,
+  rosenbrock,
+  train,
 )
 from jaxlab.quant import FloatFormat
 
@@ -227,14 +226,15 @@ def part_mlp(cfg, pbar):
   x_tr, y_tr = jnp.asarray(data.x_train), jnp.asarray(data.y_train)
   x_te, y_te = jnp.asarray(data.x_test), jnp.asarray(data.y_test)
   sizes = (x_tr.shape[1], 128, 128, 128, data.num_classes)  # a 4-layer MLP, as the paper
-  apply, params0 = mlp_functional(sizes, 0)
+  net = mlp_net(sizes, 0)
+  params0 = net.params
   adam_lr = cfg["mlp_lr"]
   g0 = jax.grad(lambda p: optax.softmax_cross_entropy_with_integer_labels(
-      apply(p, x_tr[:256]), y_tr[:256]).mean())(params0)
+      net(x_tr[:256], params=p), y_tr[:256]).mean())(params0)
   lrs = {"adam": adam_lr, "muon": muon_lr_matching_adam(adam_lr, params0, g0)}
 
   def xent(p, x, y):
-    return optax.softmax_cross_entropy_with_integer_labels(apply(p, x), y).mean()
+    return optax.softmax_cross_entropy_with_integer_labels(net(x, params=p), y).mean()
 
   def run(name, m, seed, rounding, storage=None):
     bits = bits_of(m) if storage is None else bits_of(OFF)
@@ -244,7 +244,7 @@ def part_mlp(cfg, pbar):
     batch_loss = lambda p, k: xent(p, *_batch(k, x_tr, y_tr, 128))
     p, evals = train(opt, batch_loss, params, jax.random.key(seed), cfg["mlp_steps"],
                      eval_fn=lambda p: xent(p, x_tr, y_tr))
-    acc = jnp.mean(jnp.argmax(apply(p, x_te), -1) == y_te)
+    acc = jnp.mean(jnp.argmax(net(x_te, params=p), -1) == y_te)
     return jnp.stack([evals[-1], acc])
 
   ms = jnp.array(cfg["mlp_mantissas"])
@@ -576,8 +576,8 @@ def main(argv: list[str] | None = None) -> dict:
   res["machine"] = {"backend": jax.default_backend(), "devices": [str(d) for d in jax.devices()],
                     "jax": jax.__version__, "optax": optax.__version__}
   table = format_table(rows)
-  with open(os.path.join(args.out, "results.json"), "w") as f:
-    json.dump(res, f, indent=1, default=_json_default)
+  res = save_json(os.path.join(args.out, "results.json"), res, "quant_optim", argv,
+                  default=_json_default)
   with open(os.path.join(args.out, "summary.md"), "w") as f:
     f.write(f"# quant_optim ({scale}), "
             f"{res['wall_time_s']:.0f} s\n\n{table}\n")

@@ -2,8 +2,8 @@
 
     python -m experiments.recouple [--quick] [--out DIR] [--seeds S]
 
-Synthetic multi-task preference data (the design is ours; the paper uses
-ManiSkill / Meta-World with T5 text embeddings):
+Synthetic multi-task preference data (``jaxlab.data.reason_pairs``; the design is
+ours; the paper uses ManiSkill / Meta-World with T5 text embeddings):
 
 * Each step of a segment has ``F = 8`` features: four causal ones ``c_0..c_3``,
   one spurious ``s`` and three nuisances. Causal and nuisance features are a
@@ -58,7 +58,6 @@ from __future__ import annotations
 
 import os
 import time
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -66,23 +65,34 @@ import matplotlib.pyplot as plt
 import numpy as np
 from tqdm.auto import tqdm
 
-from experiments.common import Claim, ExperimentCLI, machine, shard_seeds, write_results
+from experiments.common import (
+    Claim,
+    ExperimentCLI,
+    machine,
+    pm,
+    sample_std,
+    shard_seeds,
+    write_results,
+)
+from jaxlab.data.reason_pairs import (  # noqa: F401  (re-exported: the experiment's old names)
+    EMBED_DIM,
+    N_CAUSAL,
+    N_FEATURES,
+    NEW_WEIGHTS,
+    REGIMES,
+    SPURIOUS,
+    TRAIN_WEIGHTS,
+    Geometry,
+    geometry,
+    make_pairs,
+    setting_data,
+    true_return_gap,
+)
+from jaxlab.nn import Net
 from jaxlab.preference import recouple as rc
 
-N_CAUSAL, SPURIOUS, N_FEATURES = 4, 4, 8
-EMBED_DIM = 16
-TRAIN_WEIGHTS = np.array([[1.0, 0.5, 0.0, 0.0], [0.0, 1.0, 0.5, 0.0], [0.0, 0.0, 1.0, 0.5],
-                          [0.5, 0.0, 0.0, 1.0]], np.float32)
-NEW_WEIGHTS = np.array([[1.0, 0.0, 0.5, 0.0]], np.float32)
-TASK_IDENTITY = 0.5  # weight of the task-specific direction in a task vector
-SEGMENT_MEAN_STD = 0.5  # spread of per-segment feature means
-LABEL_TEMPERATURE = 0.25  # Bradley-Terry temperature, in units of the return-difference std
-REASON_TEMPERATURE = 0.1  # reason softmax temperature, same units
 METHODS = {"bt": dict(method="bt"), "recouple": dict(method="recouple"),
            "recouple_noratio": dict(method="recouple", ratio_weight=0.0)}
-# Which training tasks carry the spurious shortcut: "partial" (tasks 0 and 2; every
-# causal feature, hence every reason, also appears in a clean task) or "all".
-REGIMES = {"partial": (1.0, 0.0, 1.0, 0.0), "all": (1.0, 1.0, 1.0, 1.0)}
 SPLITS = ("id", "ood", "decorrelated", "clean", "new_zero_shot", "new_few_shot")
 
 CONFIGS = {
@@ -100,113 +110,6 @@ CONFIGS = {
 }
 
 
-class Geometry(NamedTuple):
-  """Fixed reason and task vectors of the shared embedding space."""
-
-  reasons: np.ndarray  # (N_CAUSAL, EMBED_DIM) orthonormal
-  train_tasks: np.ndarray  # (4, EMBED_DIM)
-  new_tasks: np.ndarray  # (1, EMBED_DIM)
-
-
-def geometry() -> Geometry:
-  """Reasons ``e_j`` and task vectors ``w_k = sum_j a_kj e_j + 0.5 t_k`` (fixed seed 0)."""
-  basis, _ = np.linalg.qr(np.random.default_rng(0).standard_normal((EMBED_DIM, EMBED_DIM)))
-  basis = basis.T.astype(np.float32)
-  reasons = basis[:N_CAUSAL]
-  ident = basis[N_CAUSAL:N_CAUSAL + len(TRAIN_WEIGHTS) + len(NEW_WEIGHTS)]
-  tasks = np.concatenate([TRAIN_WEIGHTS, NEW_WEIGHTS]) @ reasons + TASK_IDENTITY * ident
-  return Geometry(reasons, tasks[:len(TRAIN_WEIGHTS)], tasks[len(TRAIN_WEIGHTS):])
-
-
-def make_pairs(rng: np.random.Generator, weights: np.ndarray, task_vectors: np.ndarray,
-               reasons: np.ndarray, n_per_task: int, segment_len: int, spurious: np.ndarray,
-               shift: float, noisy_labels: bool) -> rc.PreferenceData:
-  """Labelled pairs for every task in ``weights`` (numpy: no compilation).
-
-  Args:
-    rng: numpy generator; the causal and nuisance features are drawn first, so two
-      calls from generators in the same state share their segments whatever
-      ``spurious`` is.
-    weights: ``(K, N_CAUSAL)`` reward weights ``a_k``.
-    task_vectors: ``(K, EMBED_DIM)`` task vectors.
-    reasons: ``(N_CAUSAL, EMBED_DIM)`` reason vectors.
-    n_per_task: pairs per task.
-    segment_len: steps per segment.
-    spurious: ``(K,)`` per task: +1 the spurious feature favours the label, -1 it opposes
-      it, 0 independent.
-    shift: ``m``, the spurious feature's per-segment mean on the chosen segment.
-    noisy_labels: Bradley-Terry labels (training) instead of the sign of the return gap (test).
-
-  Returns:
-    the pairs (float32 arrays), tasks in blocks of ``n_per_task``; labels are 0/1.
-  """
-  n_tasks = weights.shape[0]
-  n = n_tasks * n_per_task
-  task_idx = np.repeat(np.arange(n_tasks), n_per_task)
-  a = weights[task_idx]  # (n, N_CAUSAL)
-  x = (SEGMENT_MEAN_STD * rng.standard_normal((2, n, 1, N_FEATURES))
-       + rng.standard_normal((2, n, segment_len, N_FEATURES)))
-  sums = x[..., :N_CAUSAL].sum(2)  # (2, n, N_CAUSAL) per-feature returns
-  contrib = a * (sums[1] - sums[0])  # each causal feature's share of R_b - R_a
-  gap = contrib.sum(-1)
-  scale = np.sqrt(2.0 * segment_len * (1 + SEGMENT_MEAN_STD**2 * segment_len)
-                  * np.sum(a * a, -1))  # std of the return gap
-  u_label, gumbel = rng.random(n), rng.gumbel(size=(n, N_CAUSAL))
-  if noisy_labels:
-    labels = u_label < 1 / (1 + np.exp(-gap / (LABEL_TEMPERATURE * scale)))
-  else:
-    labels = gap > 0
-  sign = 2.0 * labels - 1
-  logits = np.where(a > 0, sign[:, None] * contrib / (REASON_TEMPERATURE * scale[:, None]),
-                    -np.inf)
-  reason_idx = np.argmax(logits + gumbel, -1)  # a softmax sample (Gumbel-max)
-  # spurious: +m on the chosen segment (b if label 1), -m on the other, times `spurious`
-  mean = np.asarray(spurious)[task_idx] * shift * np.stack([-sign, sign])  # (2, n)
-  x[..., SPURIOUS] = mean[..., None] + rng.standard_normal((2, n, segment_len))
-  f32 = lambda v: np.asarray(v, np.float32)
-  return rc.PreferenceData(f32(x[0]), f32(x[1]), f32(labels), f32(reasons[reason_idx]),
-                           f32(task_vectors[task_idx]))
-
-
-def true_return_gap(data: rc.PreferenceData, weights: np.ndarray) -> np.ndarray:
-  """``R_b - R_a`` under the true rewards; pairs are in equal blocks per task of ``weights``."""
-  a = np.repeat(weights, data.labels.shape[-1] // weights.shape[0], axis=0)
-  diff = (np.asarray(data.segments_b) - np.asarray(data.segments_a))[..., :N_CAUSAL].sum(-2)
-  return np.sum(a * diff, -1)
-
-
-def setting_data(seed: int, index: int, geo: Geometry, regime: str, shift: float, cfg: dict
-                 ) -> dict[str, rc.PreferenceData]:
-  """Training pairs, the test splits and the new task's few-shot pairs of one seed.
-
-  ``id`` / ``ood`` / ``decorrelated`` share their segments (same generator state)
-  and differ only in the spurious feature, so the splits are paired.
-  """
-  seq = np.random.SeedSequence([seed, index])
-  s_train, s_test, s_new, s_few = seq.spawn(4)
-  mask = np.asarray(REGIMES[regime])
-  pairs = lambda s, w, tasks, n, spurious, noisy: make_pairs(
-      np.random.default_rng(s), w, tasks, geo.reasons, n, cfg["segment_len"], spurious, shift,
-      noisy)
-  return {
-      "train": pairs(s_train, TRAIN_WEIGHTS, geo.train_tasks, cfg["train_pairs"], mask, True),
-      "id": pairs(s_test, TRAIN_WEIGHTS, geo.train_tasks, cfg["test_pairs"], mask, False),
-      "ood": pairs(s_test, TRAIN_WEIGHTS, geo.train_tasks, cfg["test_pairs"], -mask, False),
-      "decorrelated": pairs(s_test, TRAIN_WEIGHTS, geo.train_tasks, cfg["test_pairs"],
-                            0 * mask, False),
-      "new": pairs(s_new, NEW_WEIGHTS, geo.new_tasks, cfg["test_pairs"], np.zeros(1), False),
-      "few_shot": pairs(s_few, NEW_WEIGHTS, geo.new_tasks, cfg["few_shot_pairs"], np.zeros(1),
-                        True),
-  }
-
-
-def per_task_accuracy(graphdef, params, data: rc.PreferenceData, n_tasks: int) -> jax.Array:
-  """``(n_tasks,)`` preference accuracy of each task's block of pairs."""
-  d = (rc.predicted_returns(graphdef, params, data.segments_b, data.tasks)
-       - rc.predicted_returns(graphdef, params, data.segments_a, data.tasks))
-  return jnp.mean(((d > 0) == (data.labels > 0.5)).reshape(n_tasks, -1), axis=1)
-
-
 def method_configs(cfg: dict) -> dict[str, tuple[rc.RecoupleConfig, rc.RecoupleConfig]]:
   """(pre-training, few-shot fine-tuning) configuration of each method at a scale."""
   out = {}
@@ -220,28 +123,31 @@ def method_configs(cfg: dict) -> dict[str, tuple[rc.RecoupleConfig, rc.RecoupleC
   return out
 
 
-def make_pipeline(config: rc.RecoupleConfig, few_shot: rc.RecoupleConfig, graphdef):
+def make_pipeline(config: rc.RecoupleConfig, few_shot: rc.RecoupleConfig, encoder: Net):
   """One seed of one method: pre-train, evaluate, fine-tune on the new task, evaluate.
 
-  A single function, so each method compiles once (vmapped over seeds).
+  A single function of the initial parameters, so each method compiles once (vmapped
+  over seeds); ``encoder`` gives the graph.
   """
-  fit, fit_few = rc.make_fit(config, graphdef), rc.make_fit(few_shot, graphdef)
+  fit, fit_few = rc.make_fit(config, encoder), rc.make_fit(few_shot, encoder)
   n_tasks = len(TRAIN_WEIGHTS)
+
+  def accuracy(net, d: rc.PreferenceData, num_tasks: int) -> jax.Array:  # per task block
+    return rc.preference_accuracy(net, d.segments_a, d.segments_b, d.tasks, d.labels,
+                                  num_tasks=num_tasks)
 
   def pipeline(params, key, data):
     k_fit, k_few = jax.random.split(key)
-    params, losses = fit(params, k_fit, data["train"])
+    net, losses = fit(encoder.replace(params=params), k_fit, data["train"])
     train = data["train"]
     # ReCouPLe's terms on the training pairs for every method (for Bradley-Terry: how
     # much of its preference signal lies along the given reasons)
-    _, terms = rc.recouple_loss(rc.embed(graphdef, params, train.segments_a),
-                                rc.embed(graphdef, params, train.segments_b), train.reasons,
-                                train.tasks, train.labels)
-    acc = {s: per_task_accuracy(graphdef, params, data[s], n_tasks)
-           for s in ("id", "ood", "decorrelated")}
-    acc["new_zero_shot"] = per_task_accuracy(graphdef, params, data["new"], 1)[0]
-    tuned, few_losses = fit_few(params, k_few, data["few_shot"])
-    acc["new_few_shot"] = per_task_accuracy(graphdef, tuned, data["new"], 1)[0]
+    _, terms = rc.recouple_loss(rc.embed(net, train.segments_a), rc.embed(net, train.segments_b),
+                                train.reasons, train.tasks, train.labels)
+    acc = {s: accuracy(net, data[s], n_tasks) for s in ("id", "ood", "decorrelated")}
+    acc["new_zero_shot"] = accuracy(net, data["new"], 1)[0]
+    tuned, few_losses = fit_few(net, k_few, data["few_shot"])
+    acc["new_few_shot"] = accuracy(tuned, data["new"], 1)[0]
     return acc, terms, losses, few_losses
 
   return pipeline
@@ -249,7 +155,7 @@ def make_pipeline(config: rc.RecoupleConfig, few_shot: rc.RecoupleConfig, graphd
 
 def stats(values: np.ndarray) -> dict:
   values = np.asarray(values, np.float64)
-  return {"mean": float(values.mean()), "std": float(values.std()),
+  return {"mean": float(values.mean()), "std": sample_std(values),
           "per_seed": values.tolist()}
 
 
@@ -284,7 +190,7 @@ def run_setting(index: int, regime: str, shift: float, cfg: dict, geo: Geometry,
 
 
 def fmt(s: dict | None) -> str:
-  return "n/a" if s is None else f"{s['mean']:.3f} ± {s['std']:.3f}"
+  return "n/a" if s is None else pm(s["per_seed"])
 
 
 def format_tables(settings: list[dict]) -> str:
@@ -305,7 +211,7 @@ def format_tables(settings: list[dict]) -> str:
           cells.append("n/a")
           continue
         d = np.asarray(row[s]["per_seed"]) - np.asarray(bt[s]["per_seed"])
-        cells.append(f"{d.mean():+.3f} ± {d.std():.3f}")
+        cells.append(pm(d, sign=True))
       lines.append(f"| {name} − bt (paired) | " + " | ".join(cells) + " |")
     lines += ["", "ReCouPLe's terms on the training pairs after training (every method; the ratio "
               "penalty is the two segments' hinges added; aligned accuracy: R_par alone):", "",
@@ -353,7 +259,7 @@ def claims(result: dict) -> list[Claim]:
         gain = np.asarray(ours["per_seed"]) - np.asarray(bt["per_seed"])
         worst = min(worst, gain.min())
         cells.append(f"m = {st['shift']:g}: ReCouPLe {fmt(ours)} vs BT {fmt(bt)}, paired "
-                     f"gain {gain.mean():+.3f} ± {gain.std():.3f} (worst seed "
+                     f"gain {pm(gain, sign=True)} (worst seed "
                      f"{gain.min():+.3f})")
       rows.append(Claim(claim, "; ".join(cells) + f" ({seeds} seeds)",
                         bool(worst >= MATERIAL_GAIN)))
@@ -409,11 +315,12 @@ def main(argv=None) -> dict:
   geo = geometry()
   configs = method_configs(cfg)
   first = configs["bt"][0]
-  graphdef, _ = rc.init_encoder(jax.random.key(0), N_FEATURES, first)
+  encoder = rc.init_encoder(jax.random.key(0), N_FEATURES, first)
   # same initial encoder per seed for every method and setting
   params0 = jax.tree.map(lambda *p: jnp.stack(p), *[  # eager: cheaper than compiling a vmap
-      rc.init_encoder(jax.random.key(s), N_FEATURES, first)[1] for s in range(cfg["seeds"])])
-  pipelines = {name: jax.jit(jax.vmap(make_pipeline(c, c_few, graphdef)))
+      rc.init_encoder(jax.random.key(s), N_FEATURES, first).params
+      for s in range(cfg["seeds"])])
+  pipelines = {name: jax.jit(jax.vmap(make_pipeline(c, c_few, encoder)))
                for name, (c, c_few) in configs.items()}
   settings = []
   with tqdm(total=len(cfg["settings"]) * len(configs), desc="recouple", unit="run") as bar:
@@ -435,7 +342,7 @@ def main(argv=None) -> dict:
                 "feature as in training / reversed / independent; clean: unconfounded training "
                 "tasks; new_*: the held-out task (spurious independent) before and after "
                 f"{cfg['few_shot_steps']} fine-tuning steps on {cfg['few_shot_pairs']} of its "
-                "pairs. Paired rows: per-seed difference to Bradley-Terry.")
+                "pairs. Paired rows: per-seed difference to Bradley-Terry.", argv=argv)
   return result
 
 

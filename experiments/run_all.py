@@ -1,7 +1,7 @@
 """Reproduce everything: every experiment and benchmark, then one ``REPORT.md``.
 
     python -m experiments.run_all [--quick] [--out DIR] [--only NAME ...] [--timeout S]
-                                  [--report-only]
+                                  [--report-only] [--docs RECORD]
 
 Each experiment (and its benchmark) runs as ``python -m experiments.<module>`` in
 its own process, so one that fails, runs out of memory or times out is recorded
@@ -14,11 +14,19 @@ ratios from the same run. ``DIR/REPORT.md`` collects them with the figures, the
 machine and the library versions; ``DIR/report.json`` holds the same data.
 Re-running into the same ``DIR`` reruns everything except matching's finished
 instances, which that experiment resumes from ``DIR/matching_incremental/runs/``
-(use a new ``DIR`` to re-measure their times).
+(use a new ``DIR`` to re-measure their times). ``DIR`` defaults to
+``results/run_all`` (not tracked by git).
+
+The committed record keeps one copy of each figure: per method under
+``docs/results/<method>/<scale>/``, and the run_all report under
+``docs/results/run_all/<scale>/`` links to those (``--docs docs/results``: a
+figure identical to the record's, or removed from ``DIR``, is linked there).
+``python -m experiments.run_all --report-only --out docs/results/run_all/quick
+--docs docs/results`` rebuilds the committed report that way.
 
 Scales: ``--quick`` runs each experiment's ``--quick`` setting (see
-``docs/results/run_all_quick/REPORT.md`` for its wall time on 2 CPU cores);
-without it, the full runs the README's tables come from (hours on CPU).
+``docs/results/run_all/quick/REPORT.md`` for its wall time on 2 CPU cores);
+without it, the full runs the tables of ``docs/methods/`` come from (hours on CPU).
 ``--smoke`` (tests only) runs each at its smallest setting. On a host with
 several devices the experiments that vmap over seeds split them over the devices
 (``experiments.common.shard_seeds``; use a multiple of the device count).
@@ -27,6 +35,7 @@ several devices the experiments that vmap over seeds split them over the devices
 from __future__ import annotations
 
 import datetime
+import filecmp
 import glob
 import importlib
 import json
@@ -122,22 +131,46 @@ def _rows(module: str, fn: str, result: dict | None) -> tuple[list[dict], str | 
     return [], traceback.format_exc(limit=3)
 
 
-def _figures(result: dict | None, out: str, out_dir: str) -> list[str]:
-  """The figures this run wrote (its ``figures`` list; PNGs in ``out`` if it has none)."""
+def _figures(result: dict | None, out: str, out_dir: str,
+             committed: str | None = None) -> list[str]:
+  """The figures this run wrote (its ``figures`` list; PNGs in ``out`` if it has none).
+
+  With ``committed`` (the method's folder in the committed record, e.g.
+  ``docs/results/dipper/quick``), a figure links to the record's copy when that
+  copy is byte-identical to the run's, or when the run's own copy was removed as
+  a duplicate. Paths are relative to ``out_dir``, where ``REPORT.md`` is written.
+  """
   names = [os.path.basename(f) for f in (result or {}).get("figures", [])]
-  paths = ([os.path.join(out, n) for n in names] if names
-           else sorted(glob.glob(os.path.join(out, "*.png"))))
-  return [os.path.relpath(p, out_dir) for p in paths if os.path.exists(p)]
+  if not names:
+    names = [os.path.basename(p) for p in sorted(glob.glob(os.path.join(out, "*.png")))]
+  paths = []
+  for name in names:
+    local = os.path.join(out, name)
+    record = os.path.join(committed, name) if committed is not None else None
+    if record is not None and os.path.exists(record) and (
+        not os.path.exists(local) or filecmp.cmp(local, record, shallow=False)):
+      paths.append(record)
+      continue
+    if os.path.exists(local):
+      paths.append(local)
+  return [os.path.relpath(p, out_dir) for p in paths]
 
 
-def run_entry(entry: Entry, scale: str, out_dir: str, timeout: float | None) -> dict:
+def _committed(docs: str | None, module: str, scale: str) -> str | None:
+  """The method's folder in the committed record (``docs/<module>/<scale>``), if any."""
+  return None if docs is None else os.path.join(docs, module, scale)
+
+
+def run_entry(entry: Entry, scale: str, out_dir: str, timeout: float | None,
+              docs: str | None = None) -> dict:
   """Runs one method's experiment and benchmark and reads their report rows."""
   out = os.path.join(out_dir, entry.module)
   rec = {"name": entry.name, "paper": entry.paper,
          "experiment": run_module(entry.module, SCALE_FLAGS[scale], out_dir, timeout)}
   result = _load(out) if rec["experiment"]["status"] == "ok" else None
   rec["claims"], rec["claims_error"] = _rows(entry.module, "claims", result)
-  rec["figures"] = _figures(result, out, out_dir) if result is not None else []
+  rec["figures"] = (_figures(result, out, out_dir, _committed(docs, entry.module, scale))
+                    if result is not None else [])
   if entry.bench:
     bench_out = os.path.join(out_dir, entry.bench)
     rec["bench"] = run_module(entry.bench, entry.bench_args[scale], out_dir, timeout)
@@ -146,13 +179,16 @@ def run_entry(entry: Entry, scale: str, out_dir: str, timeout: float | None) -> 
   return rec
 
 
-def reread(record: dict, out_dir: str) -> dict:
-  """``record`` with its claims, ratios and figures read again from the saved results."""
+def reread(record: dict, out_dir: str, docs: str | None = None, scale: str = "quick") -> dict:
+  """``record`` with its claims, ratios and figures read again from the saved results
+  (figures linked to the committed record under ``docs`` where identical, see
+  :func:`_figures`)."""
   module = record["experiment"]["module"]
   out = os.path.join(out_dir, module)
   result = _load(out) if record["experiment"]["status"] == "ok" else None
   record["claims"], record["claims_error"] = _rows(module, "claims", result)
-  record["figures"] = _figures(result, out, out_dir) if result is not None else []
+  record["figures"] = (_figures(result, out, out_dir, _committed(docs, module, scale))
+                       if result is not None else [])
   if "bench" in record:
     bench = record["bench"]["module"]
     result = _load(os.path.join(out_dir, bench)) if record["bench"]["status"] == "ok" else None
@@ -264,6 +300,10 @@ def cli() -> ExperimentCLI:
   cli.parser.add_argument("--report-only", action="store_true",
                           help="run nothing: rebuild REPORT.md from DIR/report.json and the "
                                "results saved under DIR (after changing a claims() function)")
+  cli.parser.add_argument("--docs", default=None, metavar="RECORD",
+                          help="link each figure to RECORD/<module>/<scale>/ (e.g. docs/results) "
+                               "where that copy is byte-identical to the run's or the run's copy "
+                               "was removed, so a committed report keeps no duplicate figures")
   return cli
 
 
@@ -274,7 +314,8 @@ def main(argv: list[str] | None = None) -> dict:
   if args.report_only:
     with open(os.path.join(args.out, "report.json")) as f:
       report = json.load(f)
-    report["entries"] = [reread(r, args.out) for r in report["entries"]]
+    report["entries"] = [reread(r, args.out, args.docs, report["scale"])
+                         for r in report["entries"]]
     return _write_report(report, args.out)
   if args.timeout is not None and args.timeout <= 0:
     raise ValueError(f"--timeout must be > 0 seconds, got {args.timeout}")
@@ -285,7 +326,7 @@ def main(argv: list[str] | None = None) -> dict:
   bar = tqdm(entries, desc="run_all", unit="experiment")
   for entry in bar:
     bar.set_postfix_str(entry.module)
-    records.append(run_entry(entry, scale, args.out, args.timeout))
+    records.append(run_entry(entry, scale, args.out, args.timeout, args.docs))
     bar.write(f"{entry.module}: {records[-1]['experiment']['status']} "
               f"({records[-1]['experiment']['wall_time_s']:.0f} s)")
   report = {"scale": scale, "argv": list(argv if argv is not None else sys.argv[1:]),

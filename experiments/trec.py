@@ -3,7 +3,7 @@
     python -m experiments.trec [--quick] [--out DIR] [--seeds S]
 
 A tiny causal transformer (``jaxlab.models``) learns Markov-document text
-(``jaxlab.models.markov_text``: each step's batch comes from its own random
+(``jaxlab.data.markov_text``: each step's batch comes from its own random
 document chain mixed with one shared chain) with ``optax.adamw``.
 
 1. **TREC vs prediction.** Schedules constant / cosine / WSD (5% warmup; WSD
@@ -12,7 +12,7 @@ document chain mixed with one shared chain) with ``optax.adamw``.
    For each configuration the TREC (loss of the final weights on every
    training batch, mean over seeds) is compared with
 
-   * ``ema``: the pure AdamW-EMA prediction ``-c_t / max c`` (``jaxlab.trec``);
+   * ``ema``: the pure AdamW-EMA prediction ``-c_t / max c`` (``jaxlab.dynamics.trec``);
    * ``calibrated``: the same with an extra interference forgetting rate
      ``phi`` fitted on one configuration (constant schedule, largest tau) and
      used unchanged for all others.
@@ -49,9 +49,17 @@ import numpy as np
 from scipy import stats
 from tqdm.auto import tqdm
 
-from experiments.common import Claim, ExperimentCLI, machine, shard_seeds, write_results
-from jaxlab import trec
-from jaxlab.models import markov_text as mt
+from experiments.common import (
+    Claim,
+    ExperimentCLI,
+    machine,
+    pm,
+    sample_std,
+    shard_seeds,
+    write_results,
+)
+from jaxlab.data import markov_text as mt
+from jaxlab.dynamics import trec
 from jaxlab.models import transformer as tfm
 
 MODEL = dict(vocab=64, d_model=32, heads=2, layers=2, seq_len=32)
@@ -228,13 +236,19 @@ def summarize_curriculum(cfg: dict, windows: dict, results: list[dict]) -> list[
       gain = hq["end"] - hq[arm] if "end" in hq else np.full_like(hq[arm], np.nan)
       rows.append({"slice_frac": frac, "arm": arm, "start": start,
                    "start_frac": start / cfg["steps"],
-                   "hq_loss": {"mean": float(hq[arm].mean()), "std": float(hq[arm].std()),
+                   "hq_loss": {"mean": float(hq[arm].mean()), "std": sample_std(hq[arm]),
                                "per_seed": hq[arm].tolist()},
                    "general_loss": {"mean": float(general[arm].mean()),
-                                    "std": float(general[arm].std())},
-                   "gain_vs_end": {"mean": float(gain.mean()), "std": float(gain.std()),
+                                    "std": sample_std(general[arm])},
+                   "gain_vs_end": {"mean": float(gain.mean()), "std": sample_std(gain),
                                    "min": float(gain.min()), "max": float(gain.max())}})
   return rows
+
+
+def _gain(curriculum: list[dict], row: dict) -> np.ndarray:
+  """Per-seed gain of ``row``'s placement over the end placement (end loss minus its loss)."""
+  end = next(r for r in curriculum if r["slice_frac"] == row["slice_frac"] and r["arm"] == "end")
+  return np.asarray(end["hq_loss"]["per_seed"]) - np.asarray(row["hq_loss"]["per_seed"])
 
 
 def format_tables(analysis: dict, curriculum: list[dict]) -> str:
@@ -254,14 +268,14 @@ def format_tables(analysis: dict, curriculum: list[dict]) -> str:
             "| slice | placement | start (frac) | HQ loss | gain vs end | general loss |",
             "|---|---|---|---|---|---|"]
   for r in curriculum:
-    h, g = r["hq_loss"], r["gain_vs_end"]
+    h = r["hq_loss"]
     lines.append(f"| {r['slice_frac']:g} | {r['arm']} | {r['start']} ({r['start_frac']:.2f}) | "
-                 f"{h['mean']:.3f} ± {h['std']:.3f} | {g['mean']:+.3f} ± {g['std']:.3f} | "
+                 f"{pm(h['per_seed'])} | {pm(_gain(curriculum, r), sign=True)} | "
                  f"{r['general_loss']['mean']:.3f} |")
   return "\n".join(lines)
 
 
-STRONG_DECAY = 0.1  # tau / T at or below which weight decay dominates forgetting (README)
+STRONG_DECAY = 0.1  # tau / T at or below which weight decay dominates forgetting (docs)
 MIN_CORRELATION = 0.5  # smoothed Pearson r the EMA prediction must reach to count as the shape
 
 
@@ -308,12 +322,13 @@ def claims(result: dict) -> list[Claim]:
       continue
     ema, end = arms["predicted_ema"], arms["end"]
     g, h, e = ema["gain_vs_end"], ema["hq_loss"], end["hq_loss"]
-    measured = (f"HQ loss {h['mean']:.3f} ± {h['std']:.3f} at the EMA minimum "
-                f"({ema['start_frac']:.2f} T) vs {e['mean']:.3f} ± {e['std']:.3f} at the end; "
-                f"paired gain {g['mean']:+.3f} ± {g['std']:.3f} (worst seed {g['min']:+.3f})")
+    measured = (f"HQ loss {pm(h['per_seed'])} at the EMA minimum "
+                f"({ema['start_frac']:.2f} T) vs {pm(e['per_seed'])} at the end; "
+                f"paired gain {pm(_gain(result['curriculum'], ema), sign=True)} (worst seed "
+                f"{g['min']:+.3f})")
     if "predicted_calibrated" in arms:
-      c = arms["predicted_calibrated"]["gain_vs_end"]
-      measured += f"; calibrated window (our extension) {c['mean']:+.3f} ± {c['std']:.3f}"
+      c = _gain(result["curriculum"], arms["predicted_calibrated"])
+      measured += f"; calibrated window (our extension) {pm(c, sign=True)}"
     rows.append(Claim(claim, f"{measured} ({seeds} seeds)", bool(g["min"] > 0)))
   return rows
 
@@ -473,7 +488,7 @@ def main(argv=None) -> dict:
           f"Curriculum: WSD, tau = {cfg['curriculum_tau_frac']:g} T, {cfg['seeds']} seeds; "
           "gain = HQ loss at the end minus at this placement (paired by seed, positive = "
           "better than the end).")
-  write_results(args.out, "trec", result, table, note)
+  write_results(args.out, "trec", result, table, note, argv=argv)
   return result
 
 

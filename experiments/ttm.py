@@ -30,7 +30,14 @@ import matplotlib.pyplot as plt
 import numpy as np
 from tqdm.auto import tqdm
 
-from experiments.common import Claim, ExperimentCLI, machine, write_results
+from experiments.common import (
+  Claim,
+  ExperimentCLI,
+  machine,
+  pm,
+  sample_std,
+  write_results,
+)
 from jaxlab.preference import digit_pairs as D
 from jaxlab.preference import ttm
 
@@ -83,7 +90,7 @@ def summarize(runs: list[dict], noises) -> list[dict]:
       row = {"order_noise": noise, "stage": stage}
       for m in METRICS:
         v = np.array([r[stage][m] for r in rs])
-        row[m] = (float(v.mean()), float(v.std()))
+        row[m] = (float(v.mean()), sample_std(v))
       rows.append(row)
   return rows
 
@@ -123,13 +130,13 @@ def claims(result: dict) -> list[Claim]:
     return np.array([r[stage][metric] for r in runs if r["order_noise"] == noise])
 
   def ms(v):
-    return f"{v.mean():.3f} ± {v.std():.3f}"
+    return pm(v)
 
   def change(noise, metric):
     before, after = per_seed(noise, "before", metric), per_seed(noise, "after", metric)
     d = after - before
-    text = (f"noise {noise:g}: {ms(before)} → {ms(after)} (paired {d.mean():+.3f} ± "
-            f"{d.std():.3f}, up in {int(np.sum(d > 0))}/{d.size} seeds)")
+    text = (f"noise {noise:g}: {ms(before)} → {ms(after)} (paired {pm(d, sign=True)}, "
+            f"up in {int(np.sum(d > 0))}/{d.size} seeds)")
     return text, bool(np.all(d > 0))
 
   margins = {m: np.array([r["before"][m] - chance[m] for r in runs]) for m in chance}
@@ -203,7 +210,7 @@ def main(argv=None) -> dict:
   write_results(args.out, "ttm", result, format_table(rows),
                 f"{cfg['groups']} test groups of 2 x 2, mean ± std over {cfg['seeds']} seeds; "
                 "TTM and the oracle are evaluated on the groups they fine-tune on "
-                "(test-time adaptation, as in the paper).")
+                "(test-time adaptation, as in the paper).", argv=argv)
   return result
 
 

@@ -31,7 +31,7 @@ import numpy as np
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plt
 
-from jaxlab.quant.float_format import hash_bits
+from jaxlab.core.rng import hash_bits
 
 BIG = np.int32(2**30)
 

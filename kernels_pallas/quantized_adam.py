@@ -61,13 +61,9 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 from jax.experimental.pallas import triton as plt
 
-from jaxlab.quant.float_format import (
-    ROUNDING_MODES,
-    FloatFormat,
-    quantize,
-    quantize_f32,
-    random_bits,
-)
+from jaxlab.core.checks import check_range, concrete
+from jaxlab.core.rng import as_key, random_bits
+from jaxlab.quant.float_format import ROUNDING_MODES, FloatFormat, quantize, quantize_f32
 
 LANES = 128  # last dimension of the 2-D view: one TPU lane row, a Triton-friendly width
 _TILE = 8 * LANES  # block sizes are multiples of one (8, 128) float32 tile
@@ -95,42 +91,12 @@ class QuantFormats(NamedTuple):
 # Argument checks (all on static information: shapes, dtypes, concrete values).
 
 
-def _concrete(value: Any, name: str) -> np.ndarray | None:
-  """``value`` as a NumPy real scalar, or None when it is traced."""
-  if isinstance(value, jax.core.Tracer):
-    if np.shape(value) != ():
-      raise ValueError(f"{name} must be a scalar, got shape {np.shape(value)}")
-    return None
-  if isinstance(value, bool):
-    raise TypeError(f"{name} must be a real number, got {value!r}")
-  try:
-    arr = np.asarray(value)
-  except TypeError as err:
-    raise TypeError(f"{name} must be a real number, got {value!r}") from err
-  if arr.shape != ():
-    raise ValueError(f"{name} must be a scalar, got shape {arr.shape}")
-  if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
-    raise TypeError(f"{name} must be a real number, got {value!r} of dtype {arr.dtype}")
-  return arr
-
-
-def _check_range(value: Any, name: str, lo: float, hi: float, hi_open: bool) -> None:
-  arr = _concrete(value, name)
-  if arr is None:
-    return
-  x = float(arr)
-  ok = lo <= x < hi if hi_open else lo <= x <= hi
-  if not ok:
-    bracket = ")" if hi_open else "]"
-    raise ValueError(f"{name} must be in [{lo}, {hi}{bracket}, got {x}")
-
-
 def _check_step(step: Any) -> None:
   if isinstance(step, jax.core.Tracer):
     if np.shape(step) != () or not jnp.issubdtype(step.dtype, jnp.integer):
       raise TypeError(f"step must be an integer scalar, got {step.dtype}{list(step.shape)}")
     return
-  arr = _concrete(step, "step")
+  arr = concrete(step, "step", scalar=True)
   if not np.issubdtype(arr.dtype, np.integer):
     raise TypeError(f"step must be an integer (1 for the first update), got {step!r}")
   if int(arr) < 1:
@@ -181,11 +147,11 @@ def _check_args(p, g, m, v, step, lr, b1, b2, eps, weight_decay, formats, roundi
     raise ValueError('rounding="stochastic" requires a PRNG key (key=...)')
   _check_buffers(p, g, m, v)
   _check_step(step)
-  _check_range(lr, "lr", -np.inf, np.inf, hi_open=True)
-  _check_range(b1, "b1", 0.0, 1.0, hi_open=True)
-  _check_range(b2, "b2", 0.0, 1.0, hi_open=True)
-  _check_range(eps, "eps", 0.0, np.inf, hi_open=True)
-  _check_range(weight_decay, "weight_decay", 0.0, np.inf, hi_open=True)
+  check_range(lr, "lr")
+  check_range(b1, "b1", lo=0.0, hi=1.0, hi_open=True)
+  check_range(b2, "b2", lo=0.0, hi=1.0, hi_open=True)
+  check_range(eps, "eps", lo=0.0, hi=None, hi_open=True)
+  check_range(weight_decay, "weight_decay", lo=0.0, hi=None, hi_open=True)
   return _check_formats(formats)
 
 
@@ -209,17 +175,9 @@ def _bias_correction(decay: jax.Array, count: jax.Array) -> jax.Array:
   return 1 - decay**count
 
 
-def _as_key(key: Any) -> jax.Array:
-  """A typed PRNG key from a typed key or raw uint32 key data."""
-  key = key if isinstance(key, jax.Array) else jnp.asarray(key)
-  if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
-    return key
-  return jax.random.wrap_key_data(key.astype(jnp.uint32))
-
-
 def _split_keys(key: Any) -> list[jax.Array]:
   """Four independent keys, for Q_G, Q_M, Q_V, Q_W in this order."""
-  return list(jax.random.split(_as_key(key), len(_FORMAT_FIELDS)))
+  return list(jax.random.split(as_key(key), len(_FORMAT_FIELDS)))
 
 
 def _format_fields(fmt: FloatFormat | None) -> tuple[Any, Any, Any]:
@@ -475,7 +433,7 @@ def quantized_adam_step_pallas(
   return _pallas_step(
       p, g, m, v, jnp.asarray(step, jnp.int32), hyper,
       tuple(_format_fields(f) for f in fmts),
-      _as_key(key) if rounding == "stochastic" else None,
+      as_key(key) if rounding == "stochastic" else None,
       rounding=rounding, block_size=int(block_size), interpret=interpret)
 
 

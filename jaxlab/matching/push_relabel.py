@@ -55,9 +55,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxlab.core.rng import hash_bits
 from jaxlab.matching.exact import insert_exact
 from jaxlab.matching.state import MatchConfig, MatchState, distance_row, first_index
-from jaxlab.quant.float_format import hash_bits
 from kernels_pallas.matching import round_proposals
 
 _BIG = np.int32(2**30)

@@ -1,10 +1,10 @@
 """Small models reusable across experiments.
 
 Modules: :mod:`~jaxlab.models.transformer` (flax nnx decoder LM and its loss),
-:mod:`~jaxlab.models.markov_text` (documents from random sparse Markov chains,
-generated offline from a key), :mod:`~jaxlab.models.ddpm` (a small DDPM:
-noise schedules, forward noising, an MLP noise predictor, a scanned fit and an
-ancestral sampler).
+:mod:`~jaxlab.models.ddpm` (a small DDPM: noise schedules, forward noising, an
+MLP noise predictor, a scanned fit and an ancestral sampler), and
+:mod:`~jaxlab.models.markov_text`, which re-exports :mod:`jaxlab.data.markov_text`
+(the corpus' home since the data sets moved to :mod:`jaxlab.data`).
 """
 
 from jaxlab.models import ddpm, markov_text, transformer

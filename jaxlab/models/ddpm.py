@@ -28,7 +28,7 @@ with ``z = 0`` at the last step. (Ho et al. report ``sigma_t^2 = beta_t`` and
 ``tilde beta_t`` work about equally; the posterior variance is used here because it
 adds less noise at the final steps of a short chain.)
 
-Networks are held as :class:`jaxlab.rl.networks.Net` (static graph + parameter pytree),
+Networks are held as :class:`jaxlab.nn.Net` (static graph + parameter pytree),
 so training (:func:`fit`, one jitted ``lax.scan``) and sampling (:func:`sample`) work
 on plain pytrees and vmap over seeds.
 
@@ -59,7 +59,10 @@ import optax
 from flax import nnx
 from jax.flatten_util import ravel_pytree
 
-from jaxlab.rl.networks import Net
+from jaxlab.core.checks import check_int
+from jaxlab.nn import Net
+from jaxlab.training.fit import fit as train_fit
+from jaxlab.training.fit import minibatch_sampler
 
 SCHEDULES = ("linear", "cosine")
 
@@ -76,11 +79,6 @@ class Schedule(NamedTuple):
     return self.betas.shape[0]
 
 
-def _check_steps(num_steps: Any) -> None:
-  if not isinstance(num_steps, int) or isinstance(num_steps, bool) or num_steps < 1:
-    raise ValueError(f"num_steps must be a positive int, got {num_steps!r}")
-
-
 def linear_betas(num_steps: int, beta_start: float = 1e-4, beta_end: float = 0.02) -> jax.Array:
   """Ho et al.'s linear schedule ``beta_t`` from ``beta_start`` to ``beta_end``.
 
@@ -95,7 +93,7 @@ def linear_betas(num_steps: int, beta_start: float = 1e-4, beta_end: float = 0.0
   Returns:
     ``(T,)`` float32 betas.
   """
-  _check_steps(num_steps)
+  check_int(num_steps, "num_steps", lo=1)
   if not 0.0 < beta_start <= beta_end < 1.0:
     raise ValueError("need 0 < beta_start <= beta_end < 1, got "
                      f"beta_start={beta_start}, beta_end={beta_end}")
@@ -116,7 +114,7 @@ def cosine_betas(num_steps: int, s: float = 0.008, max_beta: float = 0.999) -> j
   Returns:
     ``(T,)`` float32 betas.
   """
-  _check_steps(num_steps)
+  check_int(num_steps, "num_steps", lo=1)
   if not 0.0 < max_beta <= 1.0 or s < 0:
     raise ValueError(f"need 0 < max_beta <= 1 and s >= 0, got max_beta={max_beta}, s={s}")
   f = lambda u: math.cos((u / num_steps + s) / (1 + s) * math.pi / 2) ** 2
@@ -246,17 +244,12 @@ def eps_loss(key: jax.Array, net: Net, schedule: Schedule, x0: jax.Array,
   return jnp.mean(per_sample_eps_error(net, schedule, x0, t, noise, params))
 
 
-class FitState(NamedTuple):
-  params: Any
-  opt_state: Any
-  key: jax.Array
-
-
 def fit(key: jax.Array, net: Net, schedule: Schedule, data: jax.Array, *, steps: int,
         batch_size: int, learning_rate: float = 1e-3) -> tuple[Net, jax.Array]:
   """Trains ``net`` with :func:`eps_loss` and Adam on minibatches drawn from ``data``.
 
-  One jitted ``lax.scan`` over steps; minibatches are drawn with replacement.
+  One jitted ``lax.scan`` over steps (:func:`jaxlab.training.fit`); minibatches are
+  drawn with replacement.
 
   Args:
     key: PRNG key.
@@ -284,19 +277,10 @@ def _fit(key, net, schedule, data, learning_rate, *, steps, batch_size):
   # Adam runs on the raveled parameter vector: the same elementwise update as per leaf,
   # but one fused update instead of one per leaf, which roughly halves XLA compile time.
   flat, unravel = ravel_pytree(net.params)
-  opt = optax.adam(learning_rate)
-
-  def step(state: FitState, _):
-    key, k_idx, k_loss = jax.random.split(state.key, 3)
-    batch = data[jax.random.randint(k_idx, (batch_size,), 0, data.shape[0])]
-    loss, grads = jax.value_and_grad(
-        lambda p: eps_loss(k_loss, net, schedule, batch, params=unravel(p)))(state.params)
-    updates, opt_state = opt.update(grads, state.opt_state, state.params)
-    return FitState(state.params + updates, opt_state, key), loss
-
-  init = FitState(flat, opt.init(flat), key)
-  final, losses = jax.lax.scan(step, init, None, length=steps)
-  return net.replace(params=unravel(final.params)), losses
+  loss = lambda p, batch, k: eps_loss(k, net, schedule, batch, params=unravel(p))
+  result = train_fit(loss, optax.adam(learning_rate), flat, key, num_steps=steps,
+                     sample=minibatch_sampler(data, batch_size))
+  return net.replace(params=unravel(result.state.params)), result.losses
 
 
 def sample(key: jax.Array, net: Net, schedule: Schedule, shape: tuple[int, int],

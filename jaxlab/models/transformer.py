@@ -38,7 +38,7 @@ import jax.numpy as jnp
 import optax
 from flax import nnx
 
-from jaxlab.rl.networks import Net
+from jaxlab.nn import Net
 
 INIT_STD = 0.02  # GPT-2's initializer scale
 

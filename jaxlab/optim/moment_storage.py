@@ -37,7 +37,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxlab.quant.float_format import FloatFormat, quantize_f32, random_bits
+from jaxlab.core.rng import random_bits
+from jaxlab.quant.float_format import FloatFormat, quantize_f32
 
 MOMENT_STORAGES = (None, "bfloat16", "float8_e4m3fn", "int8")
 BLOCK_SIZE = 256

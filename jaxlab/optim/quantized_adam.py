@@ -33,16 +33,15 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from jaxlab.core.rng import split_leaf_keys, stream_key_data
 from jaxlab.optim import moment_storage as ms
 from jaxlab.optim.transforms import (
   STREAM_MU,
   STREAM_NU,
   add_decayed_weights,
   check_format,
-  init_key_data,
   quantize_updates,
   quantize_weights,
-  split_leaf_keys,
 )
 from jaxlab.quant.float_format import FloatFormat, check_rounding, quantize
 
@@ -169,7 +168,7 @@ def scale_by_quantized_adam(
   def init_fn(params):
     mu0, mu_scale = mu_buf.init(params)
     nu0, nu_scale = nu_buf.init(params)
-    key = init_key_data(seed, STREAM_MU)
+    key = stream_key_data(seed, STREAM_MU)
     return ScaleByQuantizedAdamState(jnp.zeros([], jnp.int32), key, mu0, nu0, mu_scale, nu_scale)
 
   def update_fn(updates, state, params=None):

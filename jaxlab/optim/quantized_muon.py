@@ -42,6 +42,7 @@ from optax.contrib._muon import (
     scale_by_shape,
 )
 
+from jaxlab.core.rng import split_leaf_keys, stream_key_data
 from jaxlab.optim import moment_storage as ms
 from jaxlab.optim.quantized_adam import (
     MomentBuffer,
@@ -52,10 +53,8 @@ from jaxlab.optim.transforms import (
     STREAM_MU,
     add_decayed_weights,
     check_format,
-    init_key_data,
     quantize_updates,
     quantize_weights,
-    split_leaf_keys,
 )
 from jaxlab.quant.float_format import FloatFormat, check_rounding
 
@@ -115,7 +114,7 @@ def scale_by_quantized_muon(
 
   def init_fn(params):
     mu0, mu_scale = buf.init(params)
-    key = init_key_data(seed, STREAM_MU + 16)
+    key = stream_key_data(seed, STREAM_MU + 16)
     return ScaleByQuantizedMuonState(
         jnp.zeros([], jnp.int32), key, mu0, mu_scale, jnp.asarray(ns_coeffs))
 

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 import jax
 import optax
 
+from jaxlab.core.rng import split_leaf_keys, stream_key_data
 from jaxlab.quant.float_format import FloatFormat, check_rounding, quantize, quantize_tree
 
 # Stream ids folded into the seed, so G, M, V and W draw independent bits.
@@ -27,26 +28,6 @@ STREAM_GRADS, STREAM_MU, STREAM_NU, STREAM_WEIGHTS = 1, 2, 3, 4
 def check_format(fmt: Any, name: str) -> None:
   if fmt is not None and not isinstance(fmt, FloatFormat):
     raise TypeError(f"{name} must be a jaxlab.quant.FloatFormat or None, got {fmt!r}")
-
-
-def init_key_data(seed: jax.typing.ArrayLike, stream: int) -> jax.Array:
-  """Raw uint32 key data for one quantization stream of an optimizer."""
-  return jax.random.key_data(jax.random.fold_in(jax.random.key(seed), stream))
-
-
-def split_leaf_keys(
-    key_data: jax.Array, num_leaves: int, needed: bool = True
-) -> tuple[jax.Array, list]:
-  """Advances a raw key and returns ``(new_key_data, one typed key per leaf)``.
-
-  With ``needed=False`` (deterministic rounding) the key is passed through and
-  the leaf keys are None, so no random work is traced.
-  """
-  if not needed:
-    return key_data, [None] * num_leaves
-  key, sub = jax.random.split(jax.random.wrap_key_data(key_data))
-  leaf_keys = list(jax.random.split(sub, max(num_leaves, 1)))[:num_leaves]
-  return jax.random.key_data(key), leaf_keys
 
 
 class QuantizeState(NamedTuple):
@@ -75,7 +56,7 @@ def quantize_updates(
 
   def init_fn(params):
     del params
-    return QuantizeState(key=init_key_data(seed, STREAM_GRADS))
+    return QuantizeState(key=stream_key_data(seed, STREAM_GRADS))
 
   def update_fn(updates, state, params=None):
     del params
@@ -115,7 +96,7 @@ def quantize_weights(
 
   def init_fn(params):
     del params
-    return QuantizeState(key=init_key_data(seed, STREAM_WEIGHTS))
+    return QuantizeState(key=stream_key_data(seed, STREAM_WEIGHTS))
 
   def update_fn(updates, state, params=None):
     if params is None:

@@ -96,27 +96,24 @@ import numpy as np
 import optax
 from jax.flatten_util import ravel_pytree
 
+from jaxlab.core.checks import check_range, concrete
 from jaxlab.models.ddpm import Schedule, per_sample_eps_error
-from jaxlab.rl.networks import Net
+from jaxlab.nn import Net
+from jaxlab.training.fit import FitState, minibatch_sampler
+from jaxlab.training.fit import fit as train_fit
 
 LOSSES = ("dpo", "alpha", "alpha_dynamic")
 _EXPREL_EPS = 1e-4  # below: exprel by its series
 _SERIES_X = 1e-2  # below: the expm1 form of (p^alpha - p) / (alpha - 1)
 
 
-def _is_concrete(x: Any) -> bool:
-  return not isinstance(x, jax.core.Tracer)
-
-
 def _check_beta(beta: Any) -> None:
-  if _is_concrete(beta) and not np.all(np.asarray(beta) > 0):
-    raise ValueError(f"beta must be > 0, got {beta}")
+  check_range(beta, "beta", lo=0.0, lo_open=True, scalar=False)
 
 
 def _check_alpha(alpha: Any, name: str = "alpha") -> None:
-  # only concrete values are checked: a dynamic alpha is traced
-  if _is_concrete(alpha) and not np.all(np.asarray(alpha) > 0):
-    raise ValueError(f"{name} must be > 0 (alpha = 1 is the KL limit), got {alpha}")
+  # only concrete values are checked: a dynamic alpha is traced (alpha = 1 is the KL limit)
+  check_range(alpha, name, lo=0.0, lo_open=True, scalar=False)
 
 
 def _check_errors(*errors: jax.Array) -> None:
@@ -203,9 +200,8 @@ def dynamic_alpha(z: jax.Array, alpha0: jax.Array | float, step: jax.Array | int
     Scalar alpha (no gradient flows through it).
   """
   _check_alpha(alpha0, "alpha0")
-  if _is_concrete(warmup_steps) and (not np.issubdtype(np.asarray(warmup_steps).dtype,
-                                                       np.integer)
-                                     or np.any(np.asarray(warmup_steps) < 0)):
+  steps = concrete(warmup_steps, "warmup_steps")
+  if steps is not None and (not np.issubdtype(steps.dtype, np.integer) or np.any(steps < 0)):
     raise ValueError(f"warmup_steps must be an integer >= 0, got {warmup_steps!r}")
   adaptive = alpha0 * jnp.mean(jax.nn.sigmoid(z))
   return jax.lax.stop_gradient(jnp.where(step < warmup_steps, alpha0, adaptive))
@@ -404,11 +400,7 @@ def preference_loss(params: Any, ref_params: Any, net: Net, schedule: Schedule,
   return value, info
 
 
-class FinetuneState(NamedTuple):
-  params: Any
-  opt_state: Any
-  key: jax.Array
-  step: jax.Array
+FinetuneState = FitState  # the old name of the fine-tuning loop state: now the shared loop's
 
 
 def finetune(key: jax.Array, net: Net, schedule: Schedule, x_w: jax.Array, x_l: jax.Array,
@@ -417,8 +409,8 @@ def finetune(key: jax.Array, net: Net, schedule: Schedule, x_w: jax.Array, x_l: 
              snapshots: int = 0) -> tuple[Net, dict] | tuple[Net, dict, Any]:
   """Fine-tunes a copy of ``net`` on preference pairs; the reference stays frozen.
 
-  One jitted ``lax.scan`` over ``config.steps``; each step draws ``batch_size`` pairs
-  (with replacement) and a shared ``t``/noise per pair, applies
+  One jitted ``lax.scan`` over ``config.steps`` (:func:`jaxlab.training.fit`); each step
+  draws ``batch_size`` pairs (with replacement) and a shared ``t``/noise per pair, applies
   :func:`preference_loss`, clips the global gradient norm and takes an Adam step.
   ``jax.vmap`` over ``key``, the data, ``net`` or ``loss`` runs seeds, data sets or
   methods at once under one compilation.
@@ -464,24 +456,14 @@ def _finetune(key, net, schedule, x_w, x_l, ref_params, loss, *, config, chunks)
   flat, unravel = ravel_pytree(net.params)
   opt = optax.chain(optax.clip_by_global_norm(config.max_grad_norm),
                     optax.adam(config.learning_rate))
-  n = x_w.shape[0]
+  pairs = minibatch_sampler((x_w, x_l), config.batch_size)
+  sample = lambda k, step: (*pairs(k, step), step)  # the step drives the dynamic alpha
 
-  def step(state: FinetuneState, _):
-    key, k_idx, k_loss = jax.random.split(state.key, 3)
-    idx = jax.random.randint(k_idx, (config.batch_size,), 0, n)
-    grads, info = jax.grad(
-        lambda p: preference_loss(unravel(p), ref_params, net, schedule, x_w[idx], x_l[idx],
-                                  k_loss, state.step, loss), has_aux=True)(state.params)
-    updates, opt_state = opt.update(grads, state.opt_state, state.params)
-    info["pref/grad_norm"] = jnp.linalg.norm(grads)
-    new = FinetuneState(state.params + updates, opt_state, key, state.step + 1)
-    return new, info
+  def pref_loss(p, batch, k):
+    b_w, b_l, step = batch
+    return preference_loss(unravel(p), ref_params, net, schedule, b_w, b_l, k, step, loss)
 
-  def chunk(state: FinetuneState, _):
-    state, info = jax.lax.scan(step, state, None, length=config.steps // chunks)
-    return state, (info, unravel(state.params))
-
-  init = FinetuneState(flat, opt.init(flat), key, jnp.zeros((), jnp.int32))
-  final, (metrics, params) = jax.lax.scan(chunk, init, None, length=chunks)
-  metrics = jax.tree.map(lambda m: m.reshape(config.steps, *m.shape[2:]), metrics)
-  return net.replace(params=unravel(final.params)), metrics, params
+  result = train_fit(pref_loss, opt, flat, key, num_steps=config.steps, sample=sample,
+                     has_aux=True, grad_norm=True, eval_fn=unravel, num_evals=chunks)
+  metrics = {**result.metrics.aux, "pref/grad_norm": result.metrics.grad_norm}
+  return net.replace(params=unravel(result.state.params)), metrics, result.evals

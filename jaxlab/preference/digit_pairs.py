@@ -1,6 +1,7 @@
 """Digit-pair images with relational captions, and a small dual encoder for them.
 
-The compositional test bed of :mod:`jaxlab.preference.ttm`: an image shows two
+The test bed (:mod:`jaxlab.data.digit_pairs`, re-exported here) is the compositional
+test bed of :mod:`jaxlab.preference.ttm`: an image shows two
 of scikit-learn's 8 x 8 digits side by side (8 x 16 pixels), its caption is
 the three tokens ``[a, LEFT_OF, b]`` ("a left of b"). A test *group* holds the
 images ``(a|b)`` and ``(b|a)`` (the same two digit images swapped) and the
@@ -22,119 +23,27 @@ Example:
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import nnx
 
+from jaxlab.data.digit_pairs import (  # noqa: F401  (re-exported: the test bed's old path)
+  IMAGE_DIM,
+  LEFT_OF,
+  VOCAB,
+  DigitSplit,
+  Groups,
+  caption,
+  load_split,
+  make_groups,
+  pair_image,
+  pretraining_batch,
+)
+from jaxlab.nn import MLP, Net
 from jaxlab.preference.ttm import PseudoMatch
-from jaxlab.rl.networks import MLP, Net
-
-LEFT_OF = 10  # token id of the relation; digits are tokens 0-9
-VOCAB = 11
-IMAGE_DIM = 8 * 16
-
-
-class DigitSplit(NamedTuple):
-  train_images: np.ndarray  # (n, 8, 8) in [0, 1]
-  train_labels: np.ndarray
-  test_images: np.ndarray
-  test_labels: np.ndarray
-
-
-def load_split(seed: int = 0, test_fraction: float = 0.5) -> DigitSplit:
-  """scikit-learn's bundled digits (offline), scaled to [0, 1], split per class."""
-  from sklearn.datasets import load_digits
-
-  if not 0 < test_fraction < 1:
-    raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
-  d = load_digits()
-  x, y = (d.images / 16.0).astype(np.float32), d.target.astype(np.int32)
-  rng = np.random.default_rng(seed)
-  test = np.zeros(len(y), bool)
-  for c in range(10):
-    idx = rng.permutation(np.flatnonzero(y == c))
-    test[idx[: int(round(test_fraction * len(idx)))]] = True
-  return DigitSplit(x[~test], y[~test], x[test], y[test])
-
-
-def pair_image(left: jax.Array, right: jax.Array) -> jax.Array:
-  """Two ``(..., 8, 8)`` digits side by side, flattened to ``(..., 128)``."""
-  return jnp.concatenate([left, right], axis=-1).reshape(*left.shape[:-2], IMAGE_DIM)
-
-
-def caption(a: jax.Array, b: jax.Array) -> jax.Array:
-  """Tokens of "a left of b": ``(..., 3)`` int32."""
-  a = jnp.asarray(a, jnp.int32)
-  return jnp.stack([a, jnp.full_like(a, LEFT_OF), jnp.asarray(b, jnp.int32)], axis=-1)
-
-
-def _sample_of_class(key, by_class, counts, cls):
-  """A random image index of each requested class."""
-  u = jax.random.uniform(key, cls.shape)
-  pos = jnp.floor(u * counts[cls]).astype(jnp.int32)
-  return by_class[cls, pos]
-
-
-def _class_table(labels: np.ndarray):
-  counts = np.bincount(labels, minlength=10)
-  table = np.zeros((10, counts.max()), np.int32)
-  for c in range(10):
-    idx = np.flatnonzero(labels == c)
-    table[c, : len(idx)] = idx
-  return jnp.asarray(table), jnp.asarray(counts)
-
-
-def pretraining_batch(key: jax.Array, images, labels, batch: int = 32, order_noise=0.0):
-  """``batch`` (image, caption) pairs, each unordered digit pair at most once.
-
-  With probability ``order_noise`` a caption names the two digits in the wrong
-  order (web captions often get layout wrong): 0.5 carries no order
-  information, 0 is always right. Returns ``(images (batch, 128), tokens
-  (batch, 3))``. ``batch <= 45`` (the number of unordered pairs of distinct
-  digits).
-  """
-  if not 1 <= batch <= 45:
-    raise ValueError(f"batch must be in [1, 45] (distinct unordered digit pairs), got {batch}")
-  images = jnp.asarray(images)
-  table, counts = _class_table(np.asarray(labels))
-  iu = np.triu_indices(10, 1)
-  pairs = jnp.asarray(np.stack(iu, -1))  # (45, 2)
-  k1, k2, k3, k4, k5 = jax.random.split(key, 5)
-  chosen = pairs[jax.random.permutation(k1, 45)[:batch]]
-  flip = jax.random.bernoulli(k2, 0.5, (batch,))
-  a = jnp.where(flip, chosen[:, 1], chosen[:, 0])
-  b = jnp.where(flip, chosen[:, 0], chosen[:, 1])
-  ia = _sample_of_class(k3, table, counts, a)
-  ib = _sample_of_class(k4, table, counts, b)
-  wrong = jax.random.bernoulli(k5, order_noise, (batch,))
-  return (pair_image(images[ia], images[ib]),
-          caption(jnp.where(wrong, b, a), jnp.where(wrong, a, b)))
-
-
-class Groups(NamedTuple):
-  """``G`` test groups: images ``(G, 2, 128)`` = ``(a|b), (b|a)``; tokens ``(G, 2, 3)``."""
-  images: jax.Array
-  tokens: jax.Array
-
-
-def make_groups(key: jax.Array, images, labels, num_groups: int) -> Groups:
-  """Groups of two swapped digit images and their two order-only-different captions."""
-  if num_groups < 1:
-    raise ValueError(f"num_groups must be >= 1, got {num_groups}")
-  images = jnp.asarray(images)
-  table, counts = _class_table(np.asarray(labels))
-  k1, k2, k3, k4 = jax.random.split(key, 4)
-  a = jax.random.randint(k1, (num_groups,), 0, 10)
-  b = (a + jax.random.randint(k2, (num_groups,), 1, 10)) % 10  # b != a
-  xa = images[_sample_of_class(k3, table, counts, a)]
-  xb = images[_sample_of_class(k4, table, counts, b)]
-  imgs = jnp.stack([pair_image(xa, xb), pair_image(xb, xa)], axis=1)
-  toks = jnp.stack([caption(a, b), caption(b, a)], axis=1)
-  return Groups(imgs, toks)
+from jaxlab.training.fit import fit
 
 
 class DualEncoder(nnx.Module):
@@ -210,16 +119,14 @@ def pretrain(key: jax.Array, data: DigitSplit, *, steps: int = 1500, batch: int 
   opt = _adamw(lr, steps, weight_decay)
   images, labels = jnp.asarray(data.train_images), np.asarray(data.train_labels)
 
-  def step(carry, k):
-    params, opt_state = carry
-    x, t = pretraining_batch(k, images, labels, batch, order_noise)
-    loss, grads = jax.value_and_grad(lambda p: clip_loss(net(x, t, params=p)))(params)
-    updates, opt_state = opt.update(grads, opt_state, params)
-    return (optax.apply_updates(params, updates), opt_state), loss
+  def loss(params, batch_key, _):
+    # the scanned "batches" are one key per step, split up front: each draws its batch
+    x, t = pretraining_batch(batch_key, images, labels, batch, order_noise)
+    return clip_loss(net(x, t, params=params))
 
-  run = jax.jit(lambda p, o, keys: jax.lax.scan(step, (p, o), keys))
-  (params, _), losses = run(net.params, opt.init(net.params), jax.random.split(k_data, steps))
-  return net.replace(params=params), [float(x) for x in losses[::100]]
+  run = jax.jit(lambda p, keys: fit(loss, opt, p, batches=keys))
+  result = run(net.params, jax.random.split(k_data, steps))
+  return net.replace(params=result.state.params), [float(x) for x in result.losses[::100]]
 
 
 def make_finetune(net: Net, *, epochs: int = 20, batch_groups: int = 16, lr: float = 1e-3,
@@ -242,35 +149,29 @@ def make_finetune(net: Net, *, epochs: int = 20, batch_groups: int = 16, lr: flo
     keys = jax.random.split(jax.random.fold_in(jax.random.key(seed), rnd), epochs)
     order = jnp.concatenate([jax.random.permutation(k, g)[: steps_per_epoch * batch_groups]
                              for k in keys]).reshape(-1, batch_groups)
-    return _finetune_scan(net.graphdef, weight_decay, params, groups.images, toks,
+    return _finetune_scan(net.replace(params=params), weight_decay, groups.images, toks,
                           match.selected, order, jnp.float32(lr * lr_restart**rnd))
 
   return finetune
 
 
-@jax.jit(static_argnums=(0, 1))
-def _finetune_scan(graphdef, weight_decay, params, images, toks, selected, order, lr0):
+@jax.jit(static_argnums=1)
+def _finetune_scan(net, weight_decay, images, toks, selected, order, lr0):
   """AdamW with a cosine decay from ``lr0`` (traced: one compilation for every round)."""
-  net = Net(graphdef=graphdef, params=params)
-  opt = optax.chain(optax.scale_by_adam(), optax.add_decayed_weights(weight_decay))
   steps = order.shape[0]
+  # Cosine decay to 0.1 lr0 over the round, as the official code's schedule.
+  lr = lambda count: lr0 * (0.1 + 0.45 * (1 + jnp.cos(jnp.pi * count.astype(jnp.float32)
+                                                       / steps)))
+  opt = optax.chain(optax.scale_by_adam(), optax.add_decayed_weights(weight_decay),
+                    optax.scale_by_learning_rate(lr))
 
-  def step(carry, xs):
-    p, o = carry
-    idx, t_step = xs
+  def loss(q, idx, _):
     x = images[idx].reshape(-1, IMAGE_DIM)
     t = toks[idx].reshape(-1, 3)
     w = jnp.repeat(selected[idx], 2).astype(jnp.float32)
-    loss, grads = jax.value_and_grad(lambda q: clip_loss(net(x, t, params=q), w))(p)
-    updates, o = opt.update(grads, o, p)
-    # Cosine decay to 0.1 lr0 over the round, as the official code's schedule.
-    lr_t = lr0 * (0.1 + 0.45 * (1 + jnp.cos(jnp.pi * t_step / steps)))
-    p = jax.tree.map(lambda a, u: a - lr_t * u, p, updates)
-    return (p, o), loss
+    return clip_loss(net(x, t, params=q), w)
 
-  (params, _), _ = jax.lax.scan(step, (params, opt.init(params)),
-                                (order, jnp.arange(steps, dtype=jnp.float32)))
-  return params
+  return fit(loss, opt, net.params, batches=order).state.params
 
 
 __all__ = ["LEFT_OF", "DigitSplit", "DualEncoder", "Groups", "caption", "clip_loss",

@@ -55,10 +55,11 @@ in the official code, or rows of a learned table.
 
 Example:
   >>> cfg = RecoupleConfig(method="recouple", embed_dim=16, hidden_dims=(64, 64), steps=500)
-  >>> graphdef, params = init_encoder(jax.random.key(0), in_dim=8, config=cfg)
-  >>> params, losses = make_fit(cfg, graphdef)(params, jax.random.key(1), data)
-  >>> acc = preference_accuracy(graphdef, params, test.segments_a, test.segments_b,
-  ...                           test.tasks, test.labels)
+  >>> encoder = init_encoder(jax.random.key(0), in_dim=8, config=cfg)      # a Net
+  >>> encoder, losses = make_fit(cfg, encoder)(encoder, jax.random.key(1), data)
+  >>> acc = preference_accuracy(encoder, test.segments_a, test.segments_b, test.tasks,
+  ...                           test.labels)
+  >>> graphdef, params = encoder      # the older (graphdef, params) calls still work
 
 References:
   Hwang, Korkmaz, Seita, Biyik, "Causally Robust Reward Learning from
@@ -68,13 +69,19 @@ References:
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import optax
 from flax import nnx
+
+from jaxlab.data.reason_pairs import PreferenceData
+from jaxlab.nn import Net
+from jaxlab.training.fit import fit as train_fit
+from jaxlab.training.fit import minibatch_sampler
 
 METHODS = ("recouple", "bt")
 
@@ -295,24 +302,6 @@ def bt_loss(z_a: jax.typing.ArrayLike, z_b: jax.typing.ArrayLike, task: jax.typi
 # ----------------------------------------------------------------------------- training
 
 
-class PreferenceData(NamedTuple):
-  """Pairs of segments with labels, reasons and task vectors (plain arrays).
-
-  Attributes:
-    segments_a: ``(N, T, F)`` per-step features of the first segments.
-    segments_b: ``(N, T, F)`` of the second segments.
-    labels: ``(N,)`` probability that ``segments_b`` is preferred.
-    reasons: ``(N, D)`` reason vector of each pair (unused by Bradley-Terry).
-    tasks: ``(N, D)`` task vector of each pair.
-  """
-
-  segments_a: jax.Array
-  segments_b: jax.Array
-  labels: jax.Array
-  reasons: jax.Array
-  tasks: jax.Array
-
-
 @dataclasses.dataclass(frozen=True)
 class RecoupleConfig:
   """Reward-model training settings (official values noted; sizes here are CPU-sized)."""
@@ -350,8 +339,8 @@ def _check_config(config: Any) -> None:
     raise TypeError(f"config must be a RecoupleConfig, got {type(config).__name__}")
 
 
-def init_encoder(key: jax.Array, in_dim: int, config: RecoupleConfig) -> tuple[Any, Any]:
-  """``(graphdef, params)`` of a fresh :class:`StepEncoder`; vmap over keys for many seeds.
+def init_encoder(key: jax.Array, in_dim: int, config: RecoupleConfig) -> Net:
+  """A fresh :class:`StepEncoder` as a :class:`~jaxlab.nn.Net`; vmap over keys for many seeds.
 
   Args:
     key: PRNG key for the initializers.
@@ -359,53 +348,98 @@ def init_encoder(key: jax.Array, in_dim: int, config: RecoupleConfig) -> tuple[A
     config: a :class:`RecoupleConfig` (``hidden_dims``, ``embed_dim``).
 
   Returns:
-    the static graph and the parameter pytree (an ``nnx.State``).
+    The encoder (static graph + parameter pytree). It unpacks as the older pair,
+    ``graphdef, params = init_encoder(...)``.
   """
   _check_config(config)
   if not isinstance(in_dim, int) or in_dim < 1:
     raise ValueError(f"in_dim must be a positive int, got {in_dim!r}")
-  return nnx.split(StepEncoder(in_dim, config.hidden_dims, config.embed_dim,
-                               rngs=nnx.Rngs(params=key)))
+  return Net.create(StepEncoder(in_dim, config.hidden_dims, config.embed_dim,
+                                rngs=nnx.Rngs(params=key)))
 
 
-def embed(graphdef: Any, params: Any, segments: jax.Array) -> jax.Array:
-  """Per-step embeddings ``(..., T, D)`` of segments ``(..., T, F)``."""
-  return nnx.merge(graphdef, params)(segments)
+def _net_or_pair(fn: Callable) -> Callable:
+  """Lets ``fn(net, *rest)`` also be called in the older form ``fn(graphdef, params, *rest)``."""
+
+  @functools.wraps(fn)
+  def wrapper(net, *args, **kwargs):
+    if not isinstance(net, Net):
+      if not args:
+        raise TypeError(f"{fn.__name__} takes a Net (or the older graphdef, params pair)")
+      net, args = Net(graphdef=net, params=args[0]), args[1:]
+    return fn(net, *args, **kwargs)
+
+  return wrapper
 
 
-def predicted_returns(graphdef: Any, params: Any, segments: jax.Array, tasks: jax.Array
+@_net_or_pair
+def embed(net: Net, segments: jax.Array, *, params: Any = None) -> jax.Array:
+  """Per-step embeddings ``(..., T, D)`` of segments ``(..., T, F)``.
+
+  Args:
+    net: the encoder (the older ``embed(graphdef, params, segments)`` also works).
+    segments: ``(..., T, F)`` per-step features.
+    params: parameters to use instead of ``net.params``.
+  """
+  return net(segments, params=params)
+
+
+@_net_or_pair
+def predicted_returns(net: Net, segments: jax.Array, tasks: jax.Array, *, params: Any = None
                       ) -> jax.Array:
-  """``R(tau) = sum_t <f(x_t), w>`` for ``(N, T, F)`` segments and ``(N, D)`` task vectors."""
-  return segment_returns(embed(graphdef, params, segments), tasks)
+  """``R(tau) = sum_t <f(x_t), w>`` for ``(N, T, F)`` segments and ``(N, D)`` task vectors.
+
+  ``net`` is the encoder (or the older ``graphdef, params`` pair as two arguments).
+  """
+  return segment_returns(embed(net, segments, params=params), tasks)
 
 
-def preference_accuracy(graphdef: Any, params: Any, segments_a: jax.Array,
-                        segments_b: jax.Array, tasks: jax.Array, labels: jax.Array
-                        ) -> jax.Array:
-  """Fraction of pairs where ``R(tau_b) > R(tau_a)`` agrees with ``labels > 0.5``."""
-  d = (predicted_returns(graphdef, params, segments_b, tasks)
-       - predicted_returns(graphdef, params, segments_a, tasks))
-  return jnp.mean((d > 0) == (jnp.asarray(labels) > 0.5))
+@_net_or_pair
+def preference_accuracy(net: Net, segments_a: jax.Array, segments_b: jax.Array,
+                        tasks: jax.Array, labels: jax.Array, num_tasks: int | None = None,
+                        *, params: Any = None) -> jax.Array:
+  """Fraction of pairs where ``R(tau_b) > R(tau_a)`` agrees with ``labels > 0.5``.
+
+  Args:
+    net: the encoder (the older form ``preference_accuracy(graphdef, params,
+      segments_a, ...)`` also works).
+    segments_a: ``(N, T, F)`` first segments.
+    segments_b: ``(N, T, F)`` second segments.
+    tasks: ``(N, D)`` task vectors.
+    labels: ``(N,)`` probability that ``segments_b`` is preferred.
+    num_tasks: if given, the pairs are ``num_tasks`` equal blocks (one per task, in
+      order) and the result is each block's accuracy.
+    params: parameters to use instead of ``net.params``.
+
+  Returns:
+    A scalar, or ``(num_tasks,)`` per-task accuracies.
+  """
+  d = (predicted_returns(net, segments_b, tasks, params=params)
+       - predicted_returns(net, segments_a, tasks, params=params))
+  correct = (d > 0) == (jnp.asarray(labels) > 0.5)
+  if num_tasks is None:
+    return jnp.mean(correct)
+  if not isinstance(num_tasks, int) or num_tasks < 1 or correct.shape[0] % num_tasks:
+    raise ValueError(f"num_tasks must be a positive int dividing the {correct.shape[0]} "
+                     f"pairs, got {num_tasks!r}")
+  return jnp.mean(correct.reshape(num_tasks, -1), axis=1)
 
 
-def loss_fn(params: Any, graphdef: Any, batch: PreferenceData, config: RecoupleConfig
+def loss_fn(params: Any, net: Net | Any, batch: PreferenceData, config: RecoupleConfig
             ) -> tuple[jax.Array, dict[str, jax.Array]]:
-  """The configured method's loss on a batch: :func:`recouple_loss` or :func:`bt_loss`."""
-  z_a = embed(graphdef, params, batch.segments_a)
-  z_b = embed(graphdef, params, batch.segments_b)
+  """The configured method's loss on a batch: :func:`recouple_loss` or :func:`bt_loss`.
+
+  ``net`` gives the encoder's graph (a :class:`~jaxlab.nn.Net`, or its ``graphdef``);
+  the loss is taken at ``params``.
+  """
+  net = net if isinstance(net, Net) else Net(graphdef=net, params=None)
+  z_a = embed(net, batch.segments_a, params=params)
+  z_b = embed(net, batch.segments_b, params=params)
   if config.method == "bt":
     return bt_loss(z_a, z_b, batch.tasks, batch.labels)
   return recouple_loss(z_a, z_b, batch.reasons, batch.tasks, batch.labels,
                        ratio_threshold=config.ratio_threshold,
                        ratio_weight=config.ratio_weight, eps=config.eps)
-
-
-class FitState(NamedTuple):
-  """Loop state of :func:`make_fit`."""
-
-  params: Any
-  opt_state: Any
-  key: jax.Array
 
 
 def check_data(data: PreferenceData, config: RecoupleConfig) -> None:
@@ -425,40 +459,36 @@ def check_data(data: PreferenceData, config: RecoupleConfig) -> None:
       raise ValueError(f"data.{name} must be ({n}, embed_dim={config.embed_dim}), got {v.shape}")
 
 
-def make_fit(config: RecoupleConfig, graphdef: Any
+def make_fit(config: RecoupleConfig, net: Net | Any
              ) -> Callable[[Any, jax.Array, PreferenceData], tuple[Any, jax.Array]]:
   """Builds ``fit(params, key, data) -> (params, losses)``: Adam on minibatches, one ``scan``.
 
   Each step draws ``batch_size`` pairs uniformly (with replacement) from ``data``
-  and takes an Adam step on :func:`loss_fn`. Pure and jit-able, so many seeds run
-  as ``jax.vmap(fit)(params, keys, data)``. Call :func:`check_data` outside jit.
+  and takes an Adam step on :func:`loss_fn` (the shared :func:`jaxlab.training.fit`).
+  Pure and jit-able, so many seeds run as ``jax.vmap(fit)(params, keys, data)``. Call
+  :func:`check_data` outside jit.
 
   Args:
     config: a :class:`RecoupleConfig`.
-    graphdef: from :func:`init_encoder`.
+    net: the encoder from :func:`init_encoder` (only its graph is used), or its
+      ``graphdef`` (the older form).
 
   Returns:
     ``fit``; ``losses`` holds the mean loss of each block of ``log_every`` steps,
-    ``(steps // log_every,)``.
+    ``(steps // log_every,)``. ``fit`` also takes a :class:`~jaxlab.nn.Net` in place
+    of ``params`` and then returns the trained :class:`~jaxlab.nn.Net`.
   """
   _check_config(config)
   opt = optax.adam(config.lr)
   n_log = config.steps // config.log_every
+  loss = lambda params, batch, _: loss_fn(params, net, batch, config)[0]
 
   def fit(params: Any, key: jax.Array, data: PreferenceData) -> tuple[Any, jax.Array]:
-    n = data.labels.shape[0]
-
-    def step(state: FitState, _) -> tuple[FitState, jax.Array]:
-      key, k_batch = jax.random.split(state.key)
-      batch = jax.tree.map(lambda x: x[jax.random.randint(k_batch, (config.batch_size,), 0, n)],
-                           data)
-      (loss, _), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params, graphdef,
-                                                                    batch, config)
-      updates, opt_state = opt.update(grads, state.opt_state, state.params)
-      return FitState(optax.apply_updates(state.params, updates), opt_state, key), loss
-
-    state = FitState(params, opt.init(params), key)
-    state, losses = jax.lax.scan(step, state, None, length=config.steps)
-    return state.params, losses[:n_log * config.log_every].reshape(n_log, -1).mean(-1)
+    start = params.params if isinstance(params, Net) else params
+    result = train_fit(loss, opt, start, key, num_steps=config.steps,
+                       sample=minibatch_sampler(data, config.batch_size))
+    losses = result.losses[:n_log * config.log_every].reshape(n_log, -1).mean(-1)
+    trained = result.state.params
+    return (params.replace(params=trained) if isinstance(params, Net) else trained), losses
 
   return fit

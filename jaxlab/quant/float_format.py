@@ -39,24 +39,15 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from jaxlab.core.checks import check_int
+from jaxlab.core.rng import as_key, hash_bits, key_words, random_bits  # noqa: F401 (re-exported)
+
 ROUNDING_MODES = ("nearest", "stochastic", "truncate")
 
 _SIGN_MASK = 0x80000000
 _ABS_MASK = 0x7FFFFFFF
 _MANT_MASK = 0x007FFFFF
 _IMPLICIT_BIT = 0x00800000
-
-
-def _concrete_int(value: Any, name: str) -> int | None:
-  """Returns ``value`` as a Python int if it is concrete, ``None`` if traced."""
-  if isinstance(value, jax.core.Tracer):
-    return None
-  if isinstance(value, bool) or not isinstance(value, (int, np.integer, np.ndarray, jax.Array)):
-    raise TypeError(f"{name} must be an integer, got {value!r} of type {type(value).__name__}")
-  arr = np.asarray(value)
-  if arr.shape != () or not np.issubdtype(arr.dtype, np.integer):
-    raise TypeError(f"{name} must be an integer scalar, got {value!r}")
-  return int(arr)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,8 +82,8 @@ class FloatFormat:
   FP32: ClassVar[FloatFormat]
 
   def __post_init__(self):
-    e = _concrete_int(self.exp_bits, "exp_bits")
-    m = _concrete_int(self.man_bits, "man_bits")
+    e = check_int(self.exp_bits, "exp_bits")
+    m = check_int(self.man_bits, "man_bits")
     if e is not None and not 2 <= e <= 8:
       raise ValueError(f"exp_bits must be in 2..8 (float32 carrier), got {e}")
     if m is not None and not 0 <= m <= 23:
@@ -271,53 +262,6 @@ def quantize_f32(
   return lax.bitcast_convert_type(res, jnp.float32)
 
 
-def _as_key(key: Any) -> jax.Array:
-  key = jnp.asarray(key) if not isinstance(key, jax.Array) else key
-  if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
-    return key
-  return jax.random.wrap_key_data(key.astype(jnp.uint32))
-
-
-def _lowbias32(x: jax.Array) -> jax.Array:
-  """C. Wellons' 32-bit integer hash (an avalanching bijection on uint32)."""
-  x = x ^ (x >> 16)
-  x = x * jnp.uint32(0x7FEB352D)
-  x = x ^ (x >> 15)
-  x = x * jnp.uint32(0x846CA68B)
-  return x ^ (x >> 16)
-
-
-def random_bits(key: Any, shape: tuple[int, ...]) -> jax.Array:
-  """Uniform uint32 bits for stochastic rounding, keyed by a JAX PRNG key.
-
-  A counter-based hash of the element index, keyed by the two words of the
-  key's data: ``h(h(i * phi + k0) ^ k1)`` with ``h`` = lowbias32. About 10
-  integer ops per element, an order of magnitude cheaper than threefry bits on
-  CPU, which matters when every optimizer step rounds every parameter four
-  times. Statistically uniform (what unbiased rounding needs); not a
-  cryptographic or general-purpose PRNG. The same function runs inside Pallas
-  kernels, which cannot call ``jax.random``.
-  """
-  k0, k1 = key_words(key)
-  size = int(np.prod(shape)) if shape else 1
-  return hash_bits(lax.iota(jnp.uint32, size).reshape(shape), k0, k1)
-
-
-def key_words(key: Any) -> tuple[jax.Array, jax.Array]:
-  """The two uint32 words of a key's data that :func:`hash_bits` is keyed by."""
-  data = jax.random.key_data(_as_key(key)).reshape(-1)
-  return data[0], data[-1]
-
-
-def hash_bits(index: jax.Array, k0: jax.Array, k1: jax.Array) -> jax.Array:
-  """Bits number ``index`` (uint32) of the stream keyed by ``(k0, k1)``.
-
-  ``random_bits(key, shape)`` is ``hash_bits(flat_index, *key_words(key))``,
-  so a kernel that knows an element's flat index reproduces it exactly.
-  """
-  return _lowbias32(_lowbias32(index * jnp.uint32(0x9E3779B9) + k0) ^ k1)
-
-
 def _check_float(x: jax.Array, name: str = "x") -> None:
   if not jnp.issubdtype(x.dtype, jnp.floating):
     raise TypeError(f"{name} must have a floating dtype, got {x.dtype}")
@@ -422,6 +366,6 @@ def quantize_tree(
   leaves, treedef = jax.tree.flatten(tree)
   keys = [None] * len(leaves)
   if rounding == "stochastic":
-    keys = list(jax.random.split(_as_key(key), max(len(leaves), 1)))
+    keys = list(jax.random.split(as_key(key), max(len(leaves), 1)))
   out = [quantize(x, fmt, rounding=rounding, key=k) for x, k in zip(leaves, keys, strict=False)]
   return jax.tree.unflatten(treedef, out)

@@ -1,8 +1,9 @@
 """Reinforcement learning: flow policies, agents, and the offline and hierarchical trainers.
 
-Modules: :mod:`~jaxlab.rl.flows` (flow matching, Euler sampling, log-densities),
-:mod:`~jaxlab.rl.networks` (nnx networks), :mod:`~jaxlab.rl.agents` (FAC, FQL,
-goal-conditioned SAC, DIPPER), :mod:`~jaxlab.rl.train` (offline pipeline),
+Modules: :mod:`~jaxlab.rl.flows` (re-exports :mod:`jaxlab.nn.flows`),
+:mod:`~jaxlab.rl.networks` (velocity field, one-step actor, critic ensemble),
+:mod:`~jaxlab.rl.agents` (FAC, FQL, goal-conditioned SAC, DIPPER),
+:mod:`~jaxlab.rl.train` (offline pipeline),
 :mod:`~jaxlab.rl.hrl` (FLAT / HIER / DIPPER loop), :mod:`~jaxlab.rl.ogbench_data`
 (OGBench datasets; needs the ``ogbench`` extra, imported lazily).
 """

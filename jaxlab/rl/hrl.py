@@ -36,10 +36,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxlab.rl.agents.common import split
+from jaxlab.core.rng import split_key_data as split
 from jaxlab.rl.agents.dipper import DipperConfig, DipperHigh, preference_labels, window_scores
 from jaxlab.rl.agents.gcsac import SACAgent, SACConfig
-from jaxlab.rl.chunks import run_chunks
+from jaxlab.training.chunks import run_chunks
 
 AGENTS = ("flat", "hier", "dipper")
 
@@ -94,6 +94,121 @@ def check_config(config: HRLConfig) -> None:
   if config.high_updates < 0 or not 0 <= config.her_prob <= 1:
     raise ValueError(f"config.high_updates must be >= 0 and her_prob in [0, 1], got "
                      f"{config.high_updates}, {config.her_prob}")
+
+
+# -- replay sampling: pure functions of a buffer (the random draws, then the relabelling) ----
+# A buffer's shapes fix the hierarchy: T = buffer.act.shape[1] low-level steps, H =
+# buffer.high_act.shape[1] windows of c = T // H steps; window k starts at step k * c.
+
+
+def future_index(t: jax.Array, u: jax.Array, last: int) -> jax.Array:
+  """HER's "future" index, uniform over ``t + 1 .. last`` given ``u`` uniform in [0, 1)."""
+  return t + 1 + jnp.floor(u * (last - t)).astype(jnp.int32)
+
+
+def low_batch(buffer: Buffer, e: jax.Array, t: jax.Array, future: jax.Array, her: jax.Array,
+              threshold: Any) -> dict:
+  """Low-level transitions ``(e, t)`` with hindsight relabelling.
+
+  The goal is the achieved goal at step ``future`` where ``her``, else the goal the
+  low level pursued at ``t``; reward ``-1[||achieved(s_{t+1}) - goal|| > threshold]``.
+  """
+  goal = jnp.where(her[:, None], buffer.ach[e, future], buffer.sub[e, t])
+  far = jnp.linalg.norm(buffer.ach[e, t + 1] - goal, axis=-1) > threshold
+  return {"observations": buffer.obs[e, t], "goals": goal, "actions": buffer.act[e, t],
+          "rewards": -far.astype(jnp.float32), "next_observations": buffer.obs[e, t + 1],
+          "masks": jnp.ones(e.shape[0])}
+
+
+def sample_low(buffer: Buffer, key: jax.Array, batch_size: int, her_prob: Any,
+               threshold: Any) -> dict:
+  """:func:`low_batch` at uniform stored episodes and steps, HER with ``her_prob``."""
+  horizon = buffer.act.shape[1]
+  k_e, k_t, k_f, k_her = jax.random.split(key, 4)
+  e = jax.random.randint(k_e, (batch_size,), 0, buffer.size)
+  t = jax.random.randint(k_t, (batch_size,), 0, horizon)
+  future = future_index(t, jax.random.uniform(k_f, (batch_size,)), horizon)
+  her = jax.random.uniform(k_her, (batch_size,)) < her_prob
+  return low_batch(buffer, e, t, future, her, threshold)
+
+
+def high_batch(buffer: Buffer, e: jax.Array, k: jax.Array, future: jax.Array, her: jax.Array,
+               threshold: Any) -> dict:
+  """HIER's high-level transitions: window ``k`` of episode ``e``, hindsight-relabelled.
+
+  The goal is the achieved goal at the end of window ``future - 1`` (step ``future * c``)
+  where ``her``, else the task goal; the reward sums ``-1[far from the goal]`` over the
+  window's ``c`` states.
+  """
+  c = buffer.act.shape[1] // buffer.high_act.shape[1]
+  goal = jnp.where(her[:, None], buffer.ach[e, future * c], buffer.desired[e])
+  steps = k[:, None] * c + 1 + jnp.arange(c)[None, :]  # (B, c) states inside the window
+  far = jnp.linalg.norm(buffer.ach[e[:, None], steps] - goal[:, None], axis=-1) > threshold
+  return {"observations": buffer.obs[e, k * c], "goals": goal, "actions": buffer.high_act[e, k],
+          "rewards": -jnp.sum(far, axis=-1).astype(jnp.float32),
+          "next_observations": buffer.obs[e, (k + 1) * c], "masks": jnp.ones(e.shape[0])}
+
+
+def sample_high(buffer: Buffer, key: jax.Array, batch_size: int, her_prob: Any,
+                threshold: Any) -> dict:
+  """:func:`high_batch` at uniform stored episodes and windows, HER with ``her_prob``."""
+  num_windows = buffer.high_act.shape[1]
+  k_e, k_k, k_f, k_her = jax.random.split(key, 4)
+  e = jax.random.randint(k_e, (batch_size,), 0, buffer.size)
+  k = jax.random.randint(k_k, (batch_size,), 0, num_windows)
+  future = future_index(k, jax.random.uniform(k_f, (batch_size,)), num_windows)
+  her = jax.random.uniform(k_her, (batch_size,)) < her_prob
+  return high_batch(buffer, e, k, future, her, threshold)
+
+
+def preference_pairs(buffer: Buffer, e1: jax.Array, e2: jax.Array, end: jax.Array,
+                     relabel: jax.Array, threshold: Any) -> dict:
+  """DIPPER's pairs of whole high-level episodes, relabelled to one shared goal.
+
+  The shared goal is episode ``e1``'s achieved goal at the end of window ``end``
+  (``1 <= end <= H``) where ``relabel``, else ``e1``'s task goal; both episodes are scored
+  against it (:func:`~jaxlab.rl.agents.dipper.window_scores` on the states at the ends
+  of their windows) and labelled by :func:`~jaxlab.rl.agents.dipper.preference_labels`.
+  """
+  num_windows = buffer.high_act.shape[1]
+  c = buffer.act.shape[1] // num_windows
+  goal = jnp.where(relabel[:, None], buffer.ach[e1, end * c], buffer.desired[e1])
+  ends = (jnp.arange(num_windows) + 1) * c
+  starts = jnp.arange(num_windows) * c
+  s1 = window_scores(buffer.ach[e1][:, ends], goal, threshold)
+  s2 = window_scores(buffer.ach[e2][:, ends], goal, threshold)
+  return {"obs1": buffer.obs[e1][:, starts], "obs2": buffer.obs[e2][:, starts],
+          "act1": buffer.high_act[e1], "act2": buffer.high_act[e2], "goal": goal,
+          "label": preference_labels(s1, s2)}
+
+
+def value_gap(low: Any, low_m: Any, obs: jax.Array, act: jax.Array, key: jax.Array
+              ) -> jax.Array:
+  """``(V^L - V^L_m)(s_t, g_t)`` per window, ``(B, H)``, without gradient.
+
+  ``obs`` ``(B, H, obs_dim)`` window starts, ``act`` ``(B, H, g)`` high-level actions in
+  [-1, 1] (subgoal ``g = (a + 1) / 2``); both values use the same noise ``key``.
+  """
+  o = obs.reshape(-1, obs.shape[-1])
+  g = ((act + 1.0) / 2.0).reshape(-1, act.shape[-1])
+  gap = low.value(o, g, key) - low_m.value(o, g, key)
+  return jax.lax.stop_gradient(gap.reshape(act.shape[:2]))
+
+
+def sample_pairs(buffer: Buffer, key: jax.Array, low: Any, low_m: Any, batch_size: int,
+                 relabel_prob: Any, threshold: Any) -> dict:
+  """:func:`preference_pairs` of two uniform stored episodes (shared goal with
+  ``relabel_prob``, at a uniform window end), with each side's :func:`value_gap`."""
+  num_windows = buffer.high_act.shape[1]
+  k1, k2, k_r, k_k, k_v = jax.random.split(key, 5)
+  e1 = jax.random.randint(k1, (batch_size,), 0, buffer.size)
+  e2 = jax.random.randint(k2, (batch_size,), 0, buffer.size)
+  relabel = jax.random.uniform(k_r, (batch_size,)) < relabel_prob
+  end = jax.random.randint(k_k, (batch_size,), 1, num_windows + 1)
+  pairs = preference_pairs(buffer, e1, e2, end, relabel, threshold)
+  for i in ("1", "2"):
+    pairs["dv" + i] = value_gap(low, low_m, pairs["obs" + i], pairs["act" + i], k_v)
+  return pairs
 
 
 def make_train(env: Any, env_params: Any, config: HRLConfig):
@@ -175,54 +290,6 @@ def make_train(env: Any, env_params: Any, config: HRLConfig):
                   ptr=(buffer.ptr + n) % config.buffer_episodes,
                   size=jnp.minimum(buffer.size + n, config.buffer_episodes))
 
-  def sample_low(buffer: Buffer, key, batch_size: int) -> dict:
-    k_e, k_t, k_f, k_her = jax.random.split(key, 4)
-    e = jax.random.randint(k_e, (batch_size,), 0, buffer.size)
-    t = jax.random.randint(k_t, (batch_size,), 0, horizon)
-    future = t + 1 + jnp.floor(jax.random.uniform(k_f, (batch_size,)) * (horizon - t)).astype(
-        jnp.int32)
-    her = jax.random.uniform(k_her, (batch_size,)) < config.her_prob
-    goal = jnp.where(her[:, None], buffer.ach[e, future], buffer.sub[e, t])
-    far = jnp.linalg.norm(buffer.ach[e, t + 1] - goal, axis=-1) > threshold
-    return {"observations": buffer.obs[e, t], "goals": goal, "actions": buffer.act[e, t],
-            "rewards": -far.astype(jnp.float32), "next_observations": buffer.obs[e, t + 1],
-            "masks": jnp.ones(batch_size)}
-
-  def sample_high(buffer: Buffer, key, batch_size: int) -> dict:
-    k_e, k_k, k_f, k_her = jax.random.split(key, 4)
-    e = jax.random.randint(k_e, (batch_size,), 0, buffer.size)
-    k = jax.random.randint(k_k, (batch_size,), 0, num_windows)
-    future = k + 1 + jnp.floor(jax.random.uniform(k_f, (batch_size,)) * (num_windows - k)).astype(
-        jnp.int32)
-    her = jax.random.uniform(k_her, (batch_size,)) < config.her_prob
-    goal = jnp.where(her[:, None], buffer.ach[e, future * c], buffer.desired[e])
-    steps = k[:, None] * c + 1 + jnp.arange(c)[None, :]  # (B, c) states inside the window
-    far = jnp.linalg.norm(buffer.ach[e[:, None], steps] - goal[:, None], axis=-1) > threshold
-    return {"observations": buffer.obs[e, k * c], "goals": goal, "actions": buffer.high_act[e, k],
-            "rewards": -jnp.sum(far, axis=-1).astype(jnp.float32),
-            "next_observations": buffer.obs[e, (k + 1) * c], "masks": jnp.ones(batch_size)}
-
-  def sample_pairs(buffer: Buffer, key, low: SACAgent, low_m: SACAgent, batch_size: int) -> dict:
-    k1, k2, k_r, k_k, k_v = jax.random.split(key, 5)
-    e1 = jax.random.randint(k1, (batch_size,), 0, buffer.size)
-    e2 = jax.random.randint(k2, (batch_size,), 0, buffer.size)
-    relabel = jax.random.uniform(k_r, (batch_size,)) < config.dipper.relabel_prob
-    end = jax.random.randint(k_k, (batch_size,), 1, num_windows + 1)
-    goal = jnp.where(relabel[:, None], buffer.ach[e1, end * c], buffer.desired[e1])
-    ends = (jnp.arange(num_windows) + 1) * c
-    starts = jnp.arange(num_windows) * c
-    s1 = window_scores(buffer.ach[e1][:, ends], goal, threshold)
-    s2 = window_scores(buffer.ach[e2][:, ends], goal, threshold)
-    pairs = {"obs1": buffer.obs[e1][:, starts], "obs2": buffer.obs[e2][:, starts],
-             "act1": buffer.high_act[e1], "act2": buffer.high_act[e2], "goal": goal,
-             "label": preference_labels(s1, s2)}
-    for i in ("1", "2"):
-      o = pairs["obs" + i].reshape(-1, pairs["obs" + i].shape[-1])
-      g = ((pairs["act" + i] + 1.0) / 2.0).reshape(-1, goal.shape[-1])
-      gap = low.value(o, g, k_v) - low_m.value(o, g, k_v)  # same noise in both
-      pairs["dv" + i] = jax.lax.stop_gradient(gap.reshape(batch_size, num_windows))
-    return pairs
-
   def scan_updates(agent, sampler, key, num: int):
     def body(a, k):
       a, info = a.update(sampler(k))
@@ -235,21 +302,22 @@ def make_train(env: Any, env_params: Any, config: HRLConfig):
     episodes, train_m = jax.vmap(rollout, (0, None, None, None))(
         jax.random.split(k_roll, config.num_envs), s.low, s.high, False)
     buffer = add(s.buffer, episodes)
-    low, info = scan_updates(s.low, lambda k: sample_low(buffer, k, config.low.batch_size),
-                             k_low, config.low_updates)
+    low_sampler = lambda k: sample_low(buffer, k, config.low.batch_size, config.her_prob,
+                                       threshold)
+    low, info = scan_updates(s.low, low_sampler, k_low, config.low_updates)
     high = s.high
     if config.agent == "hier" and config.high_updates:
       high, high_info = scan_updates(
-          high, lambda k: sample_high(buffer, k, config.high.batch_size), k_high,
-          config.high_updates)
+          high, lambda k: sample_high(buffer, k, config.high.batch_size, config.her_prob,
+                                      threshold), k_high, config.high_updates)
       info.update({k.replace("low/", "high/"): v for k, v in high_info.items()})
     elif config.agent == "dipper" and config.high_updates:
       low_m = low
       if config.dipper.m:
-        low_m, _ = scan_updates(low, lambda k: sample_low(buffer, k, config.low.batch_size),
-                                k_m, config.dipper.m)
+        low_m, _ = scan_updates(low, low_sampler, k_m, config.dipper.m)
       high, high_info = scan_updates(
-          high, lambda k: sample_pairs(buffer, k, low, low_m, config.dipper.batch_size),
+          high, lambda k: sample_pairs(buffer, k, low, low_m, config.dipper.batch_size,
+                                       config.dipper.relabel_prob, threshold),
           k_high, config.high_updates)
       info.update(high_info)
     _, eval_m = jax.vmap(rollout, (0, None, None, None))(

@@ -1,47 +1,20 @@
-"""Flax nnx networks for flow policies and critics, and a functional wrapper.
+"""Flax nnx networks of the flow actor-critic agents: velocity field, one-step actor, critics.
 
-The agents are immutable pytrees (FQL style), so each network is held as a
-:class:`Net`: the module's static graph plus its parameter pytree, applied by
-``nnx.merge``. That keeps ``jax.vmap`` over seeds and ``lax.scan`` over steps
-plain pytree operations.
+Built from the shared :class:`jaxlab.nn.MLP` and held by agents as
+:class:`jaxlab.nn.Net` (both re-exported here for older imports).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import jax
 import jax.numpy as jnp
-from flax import nnx, struct
+from flax import nnx
 
+from jaxlab.nn.networks import MLP, Net
 
-class MLP(nnx.Module):
-  """GELU MLP; optional LayerNorm after every hidden activation (as FQL's ``MLP``).
-
-  Args:
-    in_dim: input features.
-    hidden_dims: widths of the hidden layers.
-    out_dim: output features.
-    layer_norm: LayerNorm after each hidden GELU.
-    rngs: ``nnx.Rngs`` for the initializers.
-  """
-
-  def __init__(self, in_dim: int, hidden_dims: Sequence[int], out_dim: int, *,
-               layer_norm: bool = False, rngs: nnx.Rngs):
-    dims = [in_dim, *hidden_dims]
-    self.hidden = nnx.List(
-        [nnx.Linear(a, b, rngs=rngs) for a, b in zip(dims[:-1], dims[1:], strict=True)])
-    self.norms = nnx.List(
-        [nnx.LayerNorm(b, rngs=rngs) for b in hidden_dims] if layer_norm else [])
-    self.out = nnx.Linear(dims[-1], out_dim, rngs=rngs)
-
-  def __call__(self, x: jax.Array) -> jax.Array:
-    for i, layer in enumerate(self.hidden):
-      x = jax.nn.gelu(layer(x))
-      if len(self.norms):
-        x = self.norms[i](x)
-    return self.out(x)
+__all__ = ["MLP", "Net", "OneStepActor", "QEnsemble", "VelocityField"]
 
 
 class VelocityField(nnx.Module):
@@ -80,24 +53,3 @@ class QEnsemble(nnx.Module):
   def __call__(self, obs: jax.Array, actions: jax.Array) -> jax.Array:
     x = jnp.concatenate([obs, actions], axis=-1)
     return jnp.stack([m(x)[..., 0] for m in self.members])
-
-
-class Net(struct.PyTreeNode):
-  """An nnx module as (static graph, parameter pytree), applied functionally.
-
-  Example:
-    >>> net = Net.create(QEnsemble(3, 2, [32], rngs=nnx.Rngs(0)))
-    >>> q = net(obs, actions)                    # with net.params
-    >>> q = net(obs, actions, params=other)      # e.g. target parameters
-  """
-
-  graphdef: Any = struct.field(pytree_node=False)
-  params: Any
-
-  @classmethod
-  def create(cls, module: nnx.Module) -> Net:
-    graphdef, params = nnx.split(module)
-    return cls(graphdef=graphdef, params=params)
-
-  def __call__(self, *args, params: Any = None) -> jax.Array:
-    return nnx.merge(self.graphdef, self.params if params is None else params)(*args)

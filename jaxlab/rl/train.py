@@ -28,8 +28,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxlab.rl.agents.common import split
-from jaxlab.rl.chunks import run_chunks
+from jaxlab.core.rng import split_key_data as split
+from jaxlab.training.chunks import run_chunks
 
 DATASET_KEYS = ("observations", "actions", "rewards", "next_observations", "masks", "terminals")
 

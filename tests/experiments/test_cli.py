@@ -13,7 +13,7 @@ import experiments
 from experiments.common import ExperimentCLI, _kind
 
 MODULES = sorted(m.name for m in pkgutil.iter_modules(experiments.__path__)
-                 if m.name not in ("common", "__init__"))
+                 if m.name not in ("common", "__init__", "docs"))  # docs: a doc generator
 
 
 def _changed(value, kind, elem, choices):

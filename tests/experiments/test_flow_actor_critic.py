@@ -1,15 +1,12 @@
 """The FAC experiment and benchmark end to end at their smallest settings."""
 
 import json
-import pathlib
 
 import numpy as np
 import pytest
 
 from experiments import bench_flow_actor_critic, flow_actor_critic
 from experiments.common import Ratio, check_claims
-
-RESULTS = pathlib.Path(__file__).parents[2] / "docs" / "results"
 
 
 def test_smoke_run(tmp_path, capsys):
@@ -52,16 +49,40 @@ def test_bench_runs_both_paths(tmp_path):
   assert np.isclose(r["ratio"], r["scan_seed_steps_per_s"] / r["loop_seed_steps_per_s"])
 
 
-@pytest.mark.parametrize("name", ["flow_actor_critic", "flow_actor_critic_full"])
-def test_claims_on_recorded_runs(name):
-  rows = flow_actor_critic.claims(json.loads((RESULTS / name / "results.json").read_text()))
-  assert check_claims(rows)
-  for r in rows:
-    assert isinstance(r.claim, str) and r.claim and isinstance(r.measured, str) and r.measured
-    assert r.held is None or isinstance(r.held, bool)
-  # The README: no Q explosion (it plateaus below 0), FAC has fewer Q > 0 and far more
-  # success than the unconstrained arm, and does not beat FQL on success.
-  assert [r.held for r in rows] == [False, True, True, False]
+def _run(arm, **per_seed):
+  """A results.json run row with hand-set per-seed finals ("/" in keys written as "__")."""
+  final = {k.replace("__", "/"): {"mean": float(np.mean(v)), "std": 0.0, "per_seed": v}
+           for k, v in per_seed.items()}
+  return {"task": "multigoal_point", "arm": arm, "final": final}
+
+
+def _synthetic(q_mean_seed1=0.5, fac_frac_seed0=0.1, fac_success_seed2=0.6):
+  """Three seeds of the three arms the claims compare; the defaults make every claim hold."""
+  return {"scale": "quick", "runs": [
+      _run("no_penalty", critic__q_pi_mean=[0.3, q_mean_seed1, 2.0],
+           critic__q_pi_max=[5.0, 6.0, 7.0], critic__q_pi_pos_frac=[0.6, 0.7, 0.8],
+           eval__success=[0.1, 0.2, 0.1]),
+      _run("fac", critic__q_pi_mean=[-5.0] * 3, critic__q_pi_max=[-1.0] * 3,
+           critic__q_pi_pos_frac=[fac_frac_seed0, 0.0, 0.0],
+           eval__success=[0.5, 0.6, fac_success_seed2]),
+      _run("fql", eval__success=[0.4, 0.5, 0.5]),
+  ]}
+
+
+def test_claims_on_synthetic_runs():
+  """Each criterion on hand-set per-seed numbers: all hold, then each fails on its own."""
+  rows = check_claims(flow_actor_critic.claims(_synthetic()))
+  assert [r.held for r in rows] == [True, True, True, True]
+  assert "mean > 0 in 3/3" in rows[0].measured
+  # Q(s, pi) below 0 in one seed without the penalty: no explosion "in every seed".
+  rows = flow_actor_critic.claims(_synthetic(q_mean_seed1=-0.5))
+  assert [r.held for r in rows] == [False, True, True, True]
+  assert "mean > 0 in 2/3" in rows[0].measured
+  # FAC with more Q > 0 than no_penalty in seed 0; FAC below FQL (not no_penalty) in seed 2.
+  assert [r.held for r in flow_actor_critic.claims(_synthetic(fac_frac_seed0=0.65))] == [
+      True, False, True, True]
+  assert [r.held for r in flow_actor_critic.claims(_synthetic(fac_success_seed2=0.45))] == [
+      True, True, True, False]
 
 
 def test_claims_without_arms():
@@ -69,8 +90,9 @@ def test_claims_without_arms():
   assert len(rows) == 4 and all(r.held is None and r.measured for r in rows)
 
 
-def test_ratios_on_recorded_bench():
-  result = json.loads((RESULTS / "bench_flow_actor_critic" / "results.json").read_text())
+def test_ratio_on_a_synthetic_bench():
+  result = {"scan_seed_steps_per_s": 300.0, "loop_seed_steps_per_s": 200.0, "hidden": [8],
+            "seeds": 1, "steps": 3, "batch_size": 8, "backend": "cpu"}
   rows = bench_flow_actor_critic.ratios(result)
   assert len(rows) == 1 and isinstance(rows[0], Ratio) and rows[0].name and rows[0].note
-  assert isinstance(rows[0].ratio, float) and np.isclose(rows[0].ratio, result["ratio"])
+  assert rows[0].ratio == 1.5 and rows[0].higher_is_better

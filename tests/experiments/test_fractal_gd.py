@@ -1,14 +1,11 @@
 """The fractal-GD experiment end to end at its smallest setting."""
 
 import json
-import pathlib
 
 import pytest
 
 from experiments import bench_fractal_gd, fractal_gd
 from experiments.common import Ratio, check_claims
-
-ROOT = pathlib.Path(__file__).parents[2]
 
 
 def _check_claims(rows):
@@ -34,25 +31,44 @@ def test_smoke_run(tmp_path, capsys):
   _check_claims(fractal_gd.claims(saved))  # the report rows work at the smoke scale too
 
 
-@pytest.mark.parametrize("name", ["fractal_gd", "fractal_gd_full"])
-def test_claims_on_the_recorded_runs(name):
-  result = json.loads((ROOT / "docs/results" / name / "results.json").read_text())
-  rows = fractal_gd.claims(result)
-  _check_claims(rows)
-  # The README's verdicts (full run; the quick run agrees): the closed-form eta* and a
-  # fractal boundary with lam = 0.3 (smooth with lam = 0) held; only 0.1-0.4% of pairs
-  # 1e-6 apart end at different minimizers (weaker than the paper's wording); the
-  # start's balancedness is forgotten near eta*.
-  assert [r.held for r in rows] == [True, True, False, True]
+def _synthetic(gap=0.01, lam03_dim=1.3, different=0.02, corr=0.1):
+  """Hand-set measurements; the defaults make all four claims hold."""
+  maps = [{"lam": lam, "eta_frac": f, "boundary_dimension": d}
+          for f in (0.9, 1.0) for lam, dims in ((0.3, (lam03_dim, 1.4)), (0.0, (1.0, 1.02)))
+          for d in dims]
+  return {
+      "critical_step": [{"rel_gap": 0.001}, {"rel_gap": -gap}],
+      "maps": maps,
+      "sensitivity": [{"lam": 0.0, "eta_frac": 0.9, "different_minimizer": 0.001,
+                       "amplification_p99": 10.0},
+                      {"lam": 0.0, "eta_frac": 0.99, "different_minimizer": different,
+                       "amplification_p99": 100.0}],
+      "balance": [{"eta_frac": 0.5, "abs_balance_max": 0.1, "abs_balance_mean": 0.05,
+                   "stability_bound": 1.0, "corr_with_start": 0.9},
+                  {"eta_frac": 0.99, "abs_balance_max": 0.6, "abs_balance_mean": 0.3,
+                   "stability_bound": 1.0, "corr_with_start": corr}],
+      "config": {"pairs": 1000}}
 
 
-def test_ratios_on_the_recorded_bench():
-  result = json.loads((ROOT / "docs/results/bench_fractal_gd/results.json").read_text())
-  rows = bench_fractal_gd.ratios(result)
-  assert len(rows) == 2  # CPU run: no Pallas kernel rows
-  for row in rows:
-    assert isinstance(row, Ratio) and row.name and 0 < row.ratio < 1
-  assert rows[1].ratio == pytest.approx(0.3246 / 8.987, rel=1e-3)
+def test_claims_on_synthetic_results():
+  """Each criterion on hand-set numbers: all hold, then each fails on its own."""
+  _check_claims(fractal_gd.claims(_synthetic()))
+  assert [r.held for r in fractal_gd.claims(_synthetic())] == [True, True, True, True]
+  for change, row in ((dict(gap=0.05), 0), (dict(lam03_dim=1.05), 1),
+                      (dict(different=0.005), 2), (dict(corr=0.5), 3)):
+    held = [r.held for r in fractal_gd.claims(_synthetic(**change))]
+    assert held == [i != row for i in range(4)], change
+  empty = fractal_gd.claims({})
+  assert len(empty) == 4 and all(r.held is None for r in empty)
+
+
+def test_ratios_on_a_synthetic_bench():
+  row = {"resolution": 64, "reference_s": 1.0, "plain_vmap_s": 4.0, "reference_speedup": 4.0}
+  rows = bench_fractal_gd.ratios({"max_steps": 100, "rows": [row]})
+  assert len(rows) == 1 and isinstance(rows[0], Ratio) and rows[0].ratio == 0.25
+  rows = bench_fractal_gd.ratios({"max_steps": 100, "rows": [
+      dict(row, kernel_s=0.5, kernel_speedup=8.0)]})  # GPU/TPU runs add the kernel row
+  assert [r.ratio for r in rows] == [0.25, 0.125] and "Pallas" in rows[1].name
 
 
 def test_bad_seeds():

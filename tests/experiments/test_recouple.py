@@ -1,53 +1,12 @@
-"""The ReCouPLe experiment: its synthetic data, and a run end to end at the smallest setting."""
+"""The ReCouPLe experiment end to end at the smallest setting (its data: tests/data)."""
 
 import json
-import pathlib
 
 import numpy as np
 import pytest
 
 from experiments import recouple as ex
 from experiments.common import check_claims
-
-CFG = dict(segment_len=8, train_pairs=400, test_pairs=400, few_shot_pairs=16)
-
-
-def test_data_design():
-  geo = ex.geometry()
-  np.testing.assert_allclose(geo.reasons @ geo.reasons.T, np.eye(ex.N_CAUSAL), atol=1e-5)
-  # task vectors: weights on the reasons plus a task direction orthogonal to every reason
-  np.testing.assert_allclose(geo.train_tasks @ geo.reasons.T, ex.TRAIN_WEIGHTS, atol=1e-5)
-  np.testing.assert_allclose(geo.new_tasks @ geo.reasons.T, ex.NEW_WEIGHTS, atol=1e-5)
-
-  data = ex.setting_data(0, 0, geo, "partial", 0.5, CFG)
-  mask = np.asarray(ex.REGIMES["partial"])
-  blocks = lambda v: np.asarray(v).reshape(len(ex.TRAIN_WEIGHTS), -1)
-  for split, sign in (("train", 1), ("id", 1), ("ood", -1), ("decorrelated", 0)):
-    d = data[split]
-    win = 2 * d.labels - 1  # +1 when segment b is preferred
-    s_gap = (d.segments_b - d.segments_a)[..., ex.SPURIOUS].mean(1) * win
-    per_task = blocks(s_gap).mean(1)  # spurious advantage of the preferred segment, per task
-    np.testing.assert_allclose(per_task, sign * mask * 2 * 0.5, atol=0.15)
-  # test labels are the sign of the true return gap; training labels are noisy
-  gap = ex.true_return_gap(data["id"], ex.TRAIN_WEIGHTS)
-  np.testing.assert_array_equal(data["id"].labels, (gap > 0).astype(np.float32))
-  noise = np.mean((ex.true_return_gap(data["train"], ex.TRAIN_WEIGHTS) > 0)
-                  != (data["train"].labels > 0.5))
-  assert 0.05 < noise < 0.3
-  # the splits share their segments apart from the spurious feature
-  for split in ("ood", "decorrelated"):
-    np.testing.assert_array_equal(np.delete(data[split].segments_a, ex.SPURIOUS, -1),
-                                  np.delete(data["id"].segments_a, ex.SPURIOUS, -1))
-  # each reason is one of the task's causal features, mostly the one favouring the choice
-  d = data["train"]
-  reason_idx = np.argmax(d.reasons @ geo.reasons.T, -1)
-  a = np.repeat(ex.TRAIN_WEIGHTS, CFG["train_pairs"], axis=0)
-  assert np.all(a[np.arange(len(a)), reason_idx] > 0)
-  np.testing.assert_allclose(d.tasks, np.repeat(geo.train_tasks, CFG["train_pairs"], 0))
-  contrib = a * (d.segments_b - d.segments_a)[..., :ex.N_CAUSAL].sum(1) * (2 * d.labels - 1)[
-      :, None]
-  best = np.argmax(np.where(a > 0, contrib, -np.inf), -1)
-  assert np.mean(best == reason_idx) > 0.8
 
 
 def test_smoke_run(tmp_path, capsys):
@@ -78,12 +37,22 @@ def test_bad_seeds():
     ex.main(["--smoke", "--seeds", "0"])
 
 
-@pytest.mark.parametrize("name", ["recouple", "recouple_full"])
-def test_claims_on_recorded_runs(name):
-  path = pathlib.Path(__file__).parents[2] / "docs/results" / name / "results.json"
-  rows = ex.claims(json.loads(path.read_text()))
+def _synthetic(all_gain=0.02):
+  """The two regimes, one shift each, two seeds; ReCouPLe gains 0.2 (partial) and
+  ``all_gain`` (all) over Bradley-Terry in every seed and split."""
+  acc = lambda v: {"per_seed": v, "mean": float(np.mean(v))}
+  settings = []
+  for regime, gain in (("partial", 0.2), ("all", all_gain)):
+    bt = {split: acc([0.5, 0.6]) for split in ("ood", "new_zero_shot")}
+    ours = {split: acc([0.5 + gain, 0.6 + gain]) for split in ("ood", "new_zero_shot")}
+    settings.append({"regime": regime, "shift": 0.5, "methods": {"bt": bt, "recouple": ours}})
+  return {"config": {"seeds": 2}, "settings": settings}
+
+
+def test_claims_on_synthetic_results():
+  rows = ex.claims(_synthetic())
   assert len(rows) == 4  # (ood, zero-shot) for the partial, then the all regime
   check_claims(rows)
-  # README: robust out of distribution and zero-shot where the shortcut is in some tasks;
-  # with the shortcut in every task the gain nearly vanishes (quick and full runs alike)
+  # a gain of 0.2 in every seed holds; 0.02 is below the 0.1 the claim needs
   assert [row.held for row in rows] == [True, True, False, False]
+  assert [row.held for row in ex.claims(_synthetic(all_gain=0.15))] == [True] * 4

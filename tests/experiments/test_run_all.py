@@ -76,3 +76,21 @@ def test_malformed_claim_rows_are_rejected():
     check_claims([Claim("c", "m", 1)])
   with pytest.raises(ValueError, match="row 0"):
     check_claims([Claim("c", "", True)])
+
+
+def test_figures_link_to_the_committed_record_only_when_identical(tmp_path):
+  out_dir, record = tmp_path / "run_all" / "quick", tmp_path / "record" / "m" / "quick"
+  (out_dir / "m").mkdir(parents=True)
+  record.mkdir(parents=True)
+  for name, ours, committed in [("same.png", b"a", b"a"), ("other.png", b"b", b"c"),
+                                ("removed.png", None, b"d"), ("new.png", b"e", None)]:
+    if ours is not None:
+      (out_dir / "m" / name).write_bytes(ours)
+    if committed is not None:
+      (record / name).write_bytes(committed)
+  result = {"figures": ["same.png", "other.png", "removed.png", "new.png"]}
+  links = run_all._figures(result, str(out_dir / "m"), str(out_dir), str(record))
+  assert links == ["../../record/m/quick/same.png", "m/other.png",
+                   "../../record/m/quick/removed.png", "m/new.png"]
+  assert run_all._figures(result, str(out_dir / "m"), str(out_dir)) == [
+      "m/same.png", "m/other.png", "m/new.png"]

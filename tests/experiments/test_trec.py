@@ -1,7 +1,6 @@
 """The TREC experiment end to end at its smallest setting."""
 
 import json
-import pathlib
 
 import numpy as np
 import pytest
@@ -63,12 +62,28 @@ def test_placements_follow_the_predictor():
   assert 300 < arms["predicted_ema"] < arms["predicted_calibrated"] <= 540
 
 
-def test_claims_on_recorded_quick_run():
-  path = pathlib.Path(__file__).parents[2] / "docs/results/trec/results.json"
-  rows = exp.claims(json.loads(path.read_text()))
+def _synthetic(weak_r=0.3, gain_min_3=0.05):
+  """One strong- and one weak-decay TREC config, 3% and 10% slices over 2 seeds."""
+  corr = lambda r: {"ema": {"pearson_smoothed": r}, "calibrated": {"pearson_smoothed": r}}
+  configs = [{"schedule": "wsd", "tau_frac": 0.05, **{"corr": corr(0.9)}},
+             {"schedule": "cosine", "tau_frac": 0.5, **{"corr": corr(weak_r)}}]
+  curriculum = []
+  for frac, ema_loss, gain_min in ((0.03, [1.9, 2.0], gain_min_3), (0.1, [2.05, 2.0], -0.05)):
+    loss = lambda v: {"per_seed": v, "mean": float(np.mean(v))}
+    curriculum += [{"slice_frac": frac, "arm": "end", "start_frac": 0.9,
+                    "hq_loss": loss([2.0, 2.05]), "gain_vs_end": {"min": 0.0}},
+                   {"slice_frac": frac, "arm": "predicted_ema", "start_frac": 0.6,
+                    "hq_loss": loss(ema_loss), "gain_vs_end": {"min": gain_min}}]
+  return {"trec": {"configs": configs}, "config": {"trec_seeds": 2, "seeds": 2},
+          "curriculum": curriculum}
+
+
+def test_claims_on_synthetic_results():
+  """Strong decay predicted, weak not; the 3% slice gains in every seed, the 10% does not."""
+  rows = exp.claims(_synthetic())
   assert len(rows) == 4  # EMA shape at strong / weaker decay, then the 3% and 10% slices
   check_claims(rows)
-  # README: the EMA predicts the shape only where weight decay dominates (tau <= 0.1 T); a
-  # 3% slice at the predicted minimum beats the end in every seed, a 10% slice does not
   assert [row.held for row in rows] == [True, False, True, False]
   assert "3%" in rows[2].claim and "10%" in rows[3].claim
+  assert [row.held for row in exp.claims(_synthetic(weak_r=0.6, gain_min_3=-0.01))] == [
+      True, True, False, False]

@@ -16,6 +16,7 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import ml_dtypes
 import numpy as np
 import optax
 import pytest
@@ -329,3 +330,76 @@ def test_bad_kernel_arguments_raise(kwargs, error, match):
     quantized_adam_step_pallas(_P, _P, _P, _P, **_GOOD, **kwargs)
   with pytest.raises(TypeError, match="use_kernel"):
     quantized_adam_step(_P, _P, _P, _P, use_kernel="yes", **_GOOD)
+
+
+# -- the kernel against independent references: optax, and ml_dtypes casts in numpy --------
+def _assert_within(a, b, tol, what):
+  err = np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))
+  worst = np.max(err / tol)
+  assert worst <= 1.0, f"{what}: off by {worst:.2f} x the tolerance"
+
+
+@pytest.mark.parametrize("weight_decay", [0.0, 1e-2], ids=["adam", "adamw"])
+def test_kernel_matches_optax_adam_with_formats_off(weight_decay):
+  """The interpret-mode kernel with every format off takes optax.adam(w)'s steps.
+
+  Each of 3 steps starts from optax's state (weights and moments), so the comparison is
+  one step at a time. Usual (non-dyadic) hyperparameters: a compiler's multiply-add
+  contraction may round a product differently, so each result may differ by a few float32
+  ulps of its operands (|(1 - b1) g| + |b1 m| for m, and so on), not bit for bit.
+  """
+  ulps = lambda *terms: 4 * np.finfo(np.float32).eps * sum(np.abs(np.asarray(x)) for x in terms)
+  p0 = jax.random.normal(jax.random.key(0), (N,))
+  opt = optax.adamw(1e-3, weight_decay=weight_decay) if weight_decay else optax.adam(1e-3)
+  state, params = opt.init(p0), p0
+  for t in range(1, 4):
+    grads = 10.0**-t * jax.random.normal(jax.random.key(t), (N,))
+    p, m, v = quantized_adam_step_pallas(params, grads, state[0].mu, state[0].nu, step=t,
+                                         lr=1e-3, weight_decay=weight_decay,
+                                         block_size=BLOCK, interpret=True)
+    mu, nu = state[0].mu, state[0].nu
+    updates, state = opt.update(grads, state, params)
+    _assert_within(m, state[0].mu, ulps(0.1 * grads, 0.9 * mu), f"first moment, step {t}")
+    _assert_within(v, state[0].nu, ulps(1e-3 * grads**2, 0.999 * nu), f"second moment, step {t}")
+    params = optax.apply_updates(params, updates)
+    _assert_within(p, params, ulps(params, updates), f"weights, step {t}")
+  assert np.abs(np.asarray(params) - np.asarray(p0)).min() > 0  # every weight moved
+
+
+def _numpy_quantized_adam(p, g, m, v, t, *, lr, b1, b2, eps, weight_decay):
+  """Alg. 1 in float32 numpy, each Q a round trip through an ml_dtypes type (nearest-even):
+  G in E5M2, M in bfloat16, V in float16, W in bfloat16."""
+  f = np.float32
+  q = lambda x, dtype: np.asarray(x, f).astype(dtype).astype(f)
+  gq = q(g, ml_dtypes.float8_e5m2)
+  m = q(f(1 - b1) * gq + f(b1) * m, ml_dtypes.bfloat16)
+  v = q(f(1 - b2) * (gq * gq) + f(b2) * v, np.float16)
+  bc1, bc2 = f(1) - f(b1) ** t, f(1) - f(b2) ** t
+  u = (m / bc1) / (np.sqrt(v / bc2) + f(eps)) + f(weight_decay) * p
+  return q(p + f(-lr) * u, ml_dtypes.bfloat16), m, v
+
+
+ML_DTYPES_FORMATS = {"grads": FloatFormat.E5M2, "mu": FloatFormat.BF16,
+                     "nu": FloatFormat.FP16, "weights": FloatFormat.BF16}
+
+
+def test_kernel_matches_ml_dtypes_casts_in_numpy():
+  """Four formats on, nearest rounding, 3 steps: bit for bit against numpy + ml_dtypes.
+
+  Dyadic hyperparameters and inputs already in their formats make every product exact,
+  so the only roundings are the sums, quotients and square roots both sides perform.
+  """
+  p, g, m, v = (np.asarray(x) for x in _buffers(3))
+  m = m.astype(ml_dtypes.bfloat16).astype(np.float32)
+  v = v.astype(np.float16).astype(np.float32)
+  kp, km, kv = (jnp.asarray(x) for x in (p, m, v))
+  for t in range(1, 4):
+    g = (10.0 ** -t * np.random.default_rng(t).normal(size=N)).astype(np.float32)
+    kp, km, kv = quantized_adam_step_pallas(kp, jnp.asarray(g), km, kv, step=t,
+                                            formats=ML_DTYPES_FORMATS, block_size=BLOCK,
+                                            interpret=True, **DYADIC)
+    p, m, v = _numpy_quantized_adam(p, g, m, v, t, **DYADIC)
+    _assert_bits_equal(kp, p, f"weights, step {t}")
+    _assert_bits_equal(km, m, f"first moment, step {t}")
+    _assert_bits_equal(kv, v, f"second moment, step {t}")
+  assert np.mean(np.asarray(kp) != np.asarray(_buffers(3)[0])) > 0.5  # most weights moved

@@ -7,7 +7,7 @@ import pytest
 from flax import nnx
 
 from jaxlab.models import ddpm
-from jaxlab.rl.networks import Net
+from jaxlab.nn import Net
 
 MEAN, STD = np.array([1.0, -2.0]), np.array([0.5, 0.2])
 

@@ -10,8 +10,8 @@ from flax import nnx
 from jax.flatten_util import ravel_pytree
 
 from jaxlab.models import ddpm
+from jaxlab.nn import Net
 from jaxlab.preference import alpha_dpo as A
-from jaxlab.rl.networks import Net
 
 Z = np.linspace(-8.0, 8.0, 33)
 HUGE = np.array([-5000.0, -200.0, -80.0, -12.0, -6.0, 0.0, 80.0, 5000.0])

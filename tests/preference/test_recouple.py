@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxlab.nn import Net
 from jaxlab.preference import recouple as rc
 
 softplus = lambda x: math.log1p(math.exp(x))
@@ -133,6 +134,39 @@ def test_fit_learns_a_toy_preference():
   after = accuracy(params)
   assert losses.shape == (3,) and float(losses[-1]) < float(losses[0])
   assert float(after) > 0.9 and float(after) > float(before)
+
+
+def test_encoder_is_a_net_and_the_older_pair_form_gives_the_same_values():
+  cfg = rc.RecoupleConfig(method="bt", hidden_dims=(8,), embed_dim=3, batch_size=16, steps=4,
+                          log_every=2)
+  encoder = rc.init_encoder(jax.random.key(0), 2, cfg)
+  assert isinstance(encoder, Net)
+  graphdef, params = encoder  # the older (graphdef, params) pair
+  data = _toy_data(3, n=12)
+  args = (data.segments_a, data.segments_b, data.tasks, data.labels)
+  np.testing.assert_array_equal(rc.embed(encoder, data.segments_a),
+                                rc.embed(graphdef, params, data.segments_a))
+  np.testing.assert_array_equal(rc.predicted_returns(encoder, data.segments_a, data.tasks),
+                                rc.predicted_returns(graphdef, params, data.segments_a,
+                                                     data.tasks))
+  acc = rc.preference_accuracy(encoder, *args)
+  assert float(acc) == float(rc.preference_accuracy(graphdef, params, *args))
+  # per block of pairs (e.g. per task): the blocks' mean is the overall accuracy
+  per_block = rc.preference_accuracy(encoder, *args, num_tasks=3)
+  assert per_block.shape == (3,)
+  np.testing.assert_allclose(per_block.mean(), acc, rtol=1e-6)
+  correct = np.asarray(rc.predicted_returns(encoder, data.segments_b, data.tasks)
+                       - rc.predicted_returns(encoder, data.segments_a, data.tasks)) > 0
+  np.testing.assert_allclose(per_block, (correct == (data.labels > 0.5)).reshape(3, 4).mean(1))
+  with pytest.raises(ValueError, match="num_tasks"):
+    rc.preference_accuracy(encoder, *args, num_tasks=5)
+  # make_fit takes the Net (or its graphdef) and fits a Net or bare params identically
+  trained, losses = jax.jit(rc.make_fit(cfg, encoder))(encoder, jax.random.key(1), data)
+  params_old, losses_old = jax.jit(rc.make_fit(cfg, graphdef))(params, jax.random.key(1), data)
+  assert isinstance(trained, Net) and losses.shape == (2,)
+  np.testing.assert_array_equal(losses, losses_old)
+  for a, b in zip(jax.tree.leaves(trained.params), jax.tree.leaves(params_old), strict=True):
+    np.testing.assert_array_equal(a, b)
 
 
 def test_bad_input():

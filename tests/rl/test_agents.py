@@ -2,6 +2,7 @@
 
 import math
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -83,9 +84,7 @@ def test_fac_freezes_its_flow_after_pretraining(dataset):
   assert np.isfinite(info["flow/loss"])
   assert not np.allclose(jax.tree.leaves(pre.flow.params)[0], jax.tree.leaves(agent.flow.params)[0])
   post, _ = jax.jit(FACAgent.update)(pre, batch)
-  for a, b in zip(jax.tree.leaves(post.flow.params), jax.tree.leaves(pre.flow.params),
-                  strict=True):
-    np.testing.assert_array_equal(a, b)
+  chex.assert_trees_all_equal(post.flow.params, pre.flow.params)
 
 
 def test_bad_configs(dataset):
@@ -121,8 +120,7 @@ def test_train_pipeline_and_exact_resume(dataset, tmp_path):
   _, partial = train(keys, checkpoint_dir=str(tmp_path), stop_after=4)
   assert partial["step"].shape[0] == 1
   resumed, history2 = train(keys, checkpoint_dir=str(tmp_path))
-  for a, b in zip(jax.tree.leaves(resumed), jax.tree.leaves(agents), strict=True):
-    np.testing.assert_array_equal(a, b)
+  chex.assert_trees_all_equal(resumed, agents)
   for k in history:
     np.testing.assert_array_equal(history2[k], history[k])
 

@@ -2,7 +2,9 @@
 
 import dataclasses
 import math
+from typing import NamedTuple
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -90,8 +92,7 @@ def test_dipper_loop_runs_and_resumes_exactly(tmp_path):
   assert int(state.buffer.size[0]) == 8  # ring buffer full after 9 episodes
   train(keys, checkpoint_dir=str(tmp_path), stop_after=1)
   resumed, history2 = train(keys, checkpoint_dir=str(tmp_path))
-  for a, b in zip(jax.tree.leaves(resumed), jax.tree.leaves(state), strict=True):
-    np.testing.assert_array_equal(a, b)
+  chex.assert_trees_all_equal(resumed, state)
   np.testing.assert_array_equal(history2["eval/success"], history["eval/success"])
 
 
@@ -109,3 +110,152 @@ def test_bad_hrl_config():
     hrl.make_train(envs.PointMaze(), envs.MazeParams(), hrl.HRLConfig(agent="hac"))
   with pytest.raises(ValueError, match="num_envs"):
     hrl.make_train(envs.PointMaze(), envs.MazeParams(), hrl.HRLConfig(num_envs=0))
+
+
+# -- DIPPER's and HER's relabelling on hand-built episodes -----------------------------------
+# Two stored episodes of T = 6 steps in H = 3 windows of c = 2 steps, goals on the x axis,
+# threshold 0.5; a third ring-buffer slot holds NaN (never stored: sampling it is a bug).
+# Observations encode (episode, step) so a sampled row says where it came from.
+THR = 0.5
+ACH_X = np.array([[0, 1, 2, 3, 4, 5, 6],     # episode 0 walks right; window ends 2, 4, 6
+                  [0, 0, 0, 2, 2, 4, 4]],    # episode 1: window ends 0, 2, 4
+                 np.float32)
+SUB_X = np.array([10.0, 20.0], np.float32)  # the goal each episode's low level pursued
+DESIRED_X = np.array([6.0, 5.8], np.float32)
+HIGH_ACT = np.array([[[-1.0, 0.0], [0.0, 0.0], [1.0, 0.0]],
+                     [[0.5, 0.0], [-0.5, 0.0], [0.0, 0.0]]], np.float32)
+
+
+def _x_axis(x):
+  return np.stack([x, np.zeros_like(x)], -1)
+
+
+def _buffer():
+  e, t = np.meshgrid(np.arange(2), np.arange(7), indexing="ij")
+  obs = np.stack([e, t], -1).astype(np.float32)  # obs[e, t] = (e, t)
+  sub = np.broadcast_to(SUB_X[:, None], (2, 6))
+  nan = lambda x: np.concatenate([x, np.full((1,) + x.shape[1:], np.nan, np.float32)])
+  return hrl.Buffer(
+      obs=jnp.asarray(nan(obs)), ach=jnp.asarray(nan(_x_axis(ACH_X))),
+      act=jnp.asarray(nan(obs[:, :6] / 10)), sub=jnp.asarray(nan(_x_axis(sub))),
+      high_act=jnp.asarray(nan(HIGH_ACT)), desired=jnp.asarray(nan(_x_axis(DESIRED_X))),
+      ptr=jnp.int32(2), size=jnp.int32(2))
+
+
+def test_future_index_is_uniform_over_later_steps():
+  got = hrl.future_index(jnp.array([0, 0, 4, 5]), jnp.array([0.0, 0.999, 0.5, 0.0]), 6)
+  np.testing.assert_array_equal(got, [1, 6, 6, 6])
+  u = (jnp.arange(400) + 0.5) / 400  # evenly spread u: every later step exactly equally often
+  counts = np.bincount(np.asarray(hrl.future_index(jnp.full(400, 2), u, 6)), minlength=7)
+  np.testing.assert_array_equal(counts, [0, 0, 0, 100, 100, 100, 100])
+
+
+def test_low_level_hindsight_relabelling_by_hand():
+  e, t = jnp.array([0, 0, 1, 1]), jnp.array([0, 2, 3, 5])
+  batch = hrl.low_batch(_buffer(), e, t, future=jnp.array([1, 6, 4, 6]),
+                        her=jnp.array([True, False, True, False]), threshold=THR)
+  # goals: achieved x at the future step (HER rows) or the pursued subgoal (others)
+  np.testing.assert_array_equal(batch["goals"][:, 0], [1.0, 10.0, 2.0, 20.0])
+  # reward -1[|x_{t+1} - goal| > 0.5]: x_1 = 1 (goal 1), x_3 = 3 (10), x_4 = 2 (2), x_6 = 4 (20)
+  np.testing.assert_array_equal(batch["rewards"], [0.0, -1.0, 0.0, -1.0])
+  np.testing.assert_array_equal(batch["observations"], [[0, 0], [0, 2], [1, 3], [1, 5]])
+  np.testing.assert_array_equal(batch["next_observations"], [[0, 1], [0, 3], [1, 4], [1, 6]])
+  np.testing.assert_array_equal(batch["actions"], np.array([[0, 0], [0, 2], [1, 3], [1, 5]],
+                                                           np.float32) / 10)
+
+
+def test_high_level_hindsight_relabelling_by_hand():
+  batch = hrl.high_batch(_buffer(), jnp.array([0, 1]), jnp.array([0, 1]),
+                         future=jnp.array([1, 3]), her=jnp.array([True, False]), threshold=THR)
+  # row 0: goal = x at the end of window 0 (step 2) = 2; window 0 visits x = 1, 2 -> -1
+  # row 1: goal = the task goal 5.8; window 1 of episode 1 visits x = 2, 2 -> -2
+  np.testing.assert_array_equal(batch["goals"][:, 0], np.float32([2.0, 5.8]))
+  np.testing.assert_array_equal(batch["rewards"], [-1.0, -2.0])
+  np.testing.assert_array_equal(batch["observations"], [[0, 0], [1, 2]])  # window starts
+  np.testing.assert_array_equal(batch["next_observations"], [[0, 2], [1, 4]])
+  np.testing.assert_array_equal(batch["actions"], [HIGH_ACT[0, 0], HIGH_ACT[1, 1]])
+
+
+def test_shared_goal_relabelling_and_labels_by_hand():
+  pairs = hrl.preference_pairs(
+      _buffer(), e1=jnp.array([0, 1, 0, 1]), e2=jnp.array([1, 0, 1, 0]),
+      end=jnp.array([2, 1, 3, 3]), relabel=jnp.array([True, True, False, False]), threshold=THR)
+  # Shared goal: e1's x at the end of window `end` (steps 2, 4, 6), or e1's task goal.
+  np.testing.assert_array_equal(pairs["goal"][:, 0], np.float32([4.0, 0.0, 6.0, 5.8]))
+  # Window ends: episode 0 at x = 2, 4, 6; episode 1 at x = 0, 2, 4. Ends within 0.5:
+  #   goal 4:   ep0 1, ep1 1 -> tie;  goal 0: ep1 1, ep0 0 -> e1 (ep1) preferred;
+  #   goal 6:   ep0 1, ep1 0 -> e1;   goal 5.8: ep1 0, ep0 1 -> e2 preferred.
+  np.testing.assert_array_equal(pairs["label"], [0.5, 1.0, 1.0, 0.0])
+  np.testing.assert_array_equal(pairs["obs1"][0], [[0, 0], [0, 2], [0, 4]])  # window starts
+  np.testing.assert_array_equal(pairs["obs2"][0], [[1, 0], [1, 2], [1, 4]])
+  np.testing.assert_array_equal(pairs["act1"], HIGH_ACT[[0, 1, 0, 1]])
+  np.testing.assert_array_equal(pairs["act2"], HIGH_ACT[[1, 0, 1, 0]])
+
+
+class _FakeLow(NamedTuple):
+  """V(s, g) = w * 10 g_x + s_0 + noise(key): the gap to w = 0 is 10 w g_x iff one key."""
+
+  w: jax.Array
+
+  def value(self, obs, goal, key):
+    return self.w * 10.0 * goal[:, 0] + obs[:, 0] + jax.random.normal(key, obs.shape[:1])
+
+
+def test_value_gap_by_hand():
+  obs = jnp.asarray(np.stack([np.arange(3.0)] * 2, -1)[None].repeat(2, 0))  # (B=2, H=3, 2)
+  act = jnp.asarray(HIGH_ACT)  # subgoal g = (a + 1) / 2: x = 0, 0.5, 1 and 0.75, 0.25, 0.5
+  gap = hrl.value_gap(_FakeLow(jnp.float32(1.0)), _FakeLow(jnp.float32(0.0)), obs, act,
+                      jax.random.key(0))
+  np.testing.assert_allclose(gap, [[0.0, 5.0, 10.0], [7.5, 2.5, 5.0]], atol=1e-5)
+  # No gradient flows through the gap (it only shifts each pair's logit).
+  grad = jax.grad(lambda w: hrl.value_gap(_FakeLow(w), _FakeLow(0.0), obs, act,
+                                          jax.random.key(0)).sum())(jnp.float32(1.0))
+  assert float(grad) == 0.0
+
+
+def _numpy_scores(e, goal_x):
+  """-(number of window ends farther than THR from the goal), per row."""
+  ends = ACH_X[e][:, [2, 4, 6]]
+  return -np.sum(np.abs(ends - goal_x[:, None]) > THR, axis=1)
+
+
+@pytest.mark.parametrize("relabel_prob", [0.0, 1.0])
+def test_pair_sampler_on_hand_built_buffer(relabel_prob):
+  n = 256
+  pairs = jax.jit(hrl.sample_pairs, static_argnums=4)(
+      _buffer(), jax.random.key(1), _FakeLow(jnp.float32(1.0)), _FakeLow(jnp.float32(0.0)), n,
+      relabel_prob, THR)
+  assert all(np.all(np.isfinite(v)) for v in pairs.values())  # never the unstored slot
+  e1 = np.asarray(pairs["obs1"][:, 0, 0]).astype(int)
+  e2 = np.asarray(pairs["obs2"][:, 0, 0]).astype(int)
+  assert set(e1) == set(e2) == {0, 1}
+  goal = np.asarray(pairs["goal"][:, 0])
+  if relabel_prob == 1.0:  # e1's achieved x at one of its window ends, each end drawn
+    ends = ACH_X[e1][:, [2, 4, 6]]
+    hits = ends == goal[:, None]
+    assert np.all(hits.any(1))
+    assert {2.0, 4.0, 6.0} <= set(goal[e1 == 0])
+  else:
+    np.testing.assert_array_equal(goal, DESIRED_X[e1])
+  s1, s2 = _numpy_scores(e1, goal), _numpy_scores(e2, goal)
+  want = np.where(s1 > s2, 1.0, np.where(s1 < s2, 0.0, 0.5))
+  np.testing.assert_array_equal(pairs["label"], want)
+  np.testing.assert_allclose(pairs["dv1"], 5.0 * (HIGH_ACT[e1][..., 0] + 1), atol=1e-5)
+  np.testing.assert_allclose(pairs["dv2"], 5.0 * (HIGH_ACT[e2][..., 0] + 1), atol=1e-5)
+
+
+@pytest.mark.parametrize("her_prob", [0.0, 1.0])
+def test_low_sampler_on_hand_built_buffer(her_prob):
+  batch = jax.jit(hrl.sample_low, static_argnums=2)(_buffer(), jax.random.key(2), 256,
+                                                     her_prob, THR)
+  assert all(np.all(np.isfinite(v)) for v in batch.values())
+  e, t = (np.asarray(batch["observations"][:, i]).astype(int) for i in (0, 1))
+  assert set(e) == {0, 1} and set(t) == set(range(6))
+  goal = np.asarray(batch["goals"][:, 0])
+  if her_prob == 1.0:  # an achieved x strictly after t
+    after = (ACH_X[e] == goal[:, None]) & (np.arange(7)[None, :] > t[:, None])
+    assert np.all(after.any(1))
+  else:
+    np.testing.assert_array_equal(goal, SUB_X[e])
+  want = -(np.abs(ACH_X[e, t + 1] - goal) > THR).astype(np.float32)
+  np.testing.assert_array_equal(batch["rewards"], want)

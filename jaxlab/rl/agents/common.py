@@ -1,4 +1,4 @@
-"""Pieces shared by the flow actor-critic agents (FAC, FQL): critic targets, keys, checks."""
+"""Pieces shared by the flow actor-critic agents (FAC, FQL): critic targets, checks, networks."""
 
 from __future__ import annotations
 
@@ -10,26 +10,12 @@ import jax.numpy as jnp
 import optax
 from flax import nnx
 
-from jaxlab.rl.networks import Net, OneStepActor, QEnsemble, VelocityField
+from jaxlab.core.rng import as_key_data, split_key_data
+from jaxlab.nn import Net
+from jaxlab.rl.networks import OneStepActor, QEnsemble, VelocityField
 
 Batch = dict[str, jax.Array]
 Q_AGGS = ("min", "mean")
-
-
-def as_key_data(seed_or_key: Any) -> jax.Array:
-  """Raw uint32 key data from an int seed or a PRNG key (kept raw so checkpoints stay plain)."""
-  if isinstance(seed_or_key, int):
-    return jax.random.key_data(jax.random.key(seed_or_key))
-  dtype = getattr(seed_or_key, "dtype", None)
-  if dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
-    return jax.random.key_data(seed_or_key)
-  return jnp.asarray(seed_or_key, jnp.uint32)
-
-
-def split(rng: jax.Array, num: int) -> tuple[jax.Array, ...]:
-  """Splits raw key data; returns the next raw rng and ``num - 1`` typed keys."""
-  keys = jax.random.split(jax.random.wrap_key_data(rng), num)
-  return (jax.random.key_data(keys[0]), *keys[1:])
 
 
 def aggregate(qs: jax.Array, how: str) -> jax.Array:
@@ -118,7 +104,7 @@ def flow_actor_critic_networks(seed: Any, example_obs: Any, example_actions: Any
   raw key data left for the agent.
   """
   obs_dim, action_dim = check_example(example_obs, example_actions)
-  rng, k_critic, k_actor, k_flow = split(as_key_data(seed), 4)
+  rng, k_critic, k_actor, k_flow = split_key_data(as_key_data(seed), 4)
   hidden = tuple(config.hidden_dims)
   critic = Net.create(QEnsemble(obs_dim, action_dim, hidden, num_qs=config.num_qs,
                                 layer_norm=config.value_layer_norm, rngs=nnx.Rngs(k_critic)))

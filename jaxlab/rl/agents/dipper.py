@@ -35,9 +35,10 @@ import jax.numpy as jnp
 import optax
 from flax import nnx, struct
 
+from jaxlab.core.rng import as_key_data, split_key_data
+from jaxlab.nn import Net
 from jaxlab.rl.agents import common
 from jaxlab.rl.agents.gcsac import TanhGaussianPolicy, tanh_gaussian_log_prob, tanh_gaussian_sample
-from jaxlab.rl.networks import Net
 
 
 def window_scores(window_ends: jax.Array, goal: jax.Array, threshold: float) -> jax.Array:
@@ -92,7 +93,7 @@ class DipperHigh(struct.PyTreeNode):
       raise ValueError("config needs beta > 0, lam >= 0, m >= 0, relabel_prob in [0, 1]; got "
                        f"{config.beta}, {config.lam}, {config.m}, {config.relabel_prob}")
     obs_dim, goal_dim = common.check_example(example_obs, example_goal)
-    rng, k_policy = common.split(common.as_key_data(seed), 2)
+    rng, k_policy = split_key_data(as_key_data(seed), 2)
     policy = Net.create(TanhGaussianPolicy(obs_dim + goal_dim, int(subgoal_dim),
                                            tuple(config.hidden_dims), rngs=nnx.Rngs(k_policy)))
     return cls(rng=rng, policy=policy, opt_state=optax.adam(config.lr).init(policy.params),

@@ -44,9 +44,9 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from jaxlab.rl import flows
+from jaxlab.core.rng import split_key_data
+from jaxlab.nn import Net, flows
 from jaxlab.rl.agents import common
-from jaxlab.rl.networks import Net
 
 THRESHOLDS = ("batch_adaptive", "batch_min", "dataset_min")
 WEIGHTS = ("linear", "log")
@@ -119,7 +119,7 @@ class FACAgent(struct.PyTreeNode):
   # -- behavior proxy ---------------------------------------------------------
   def pretrain_update(self, batch: common.Batch) -> tuple[FACAgent, dict[str, jax.Array]]:
     """One flow-matching step of the behavior flow (stage 1)."""
-    rng, key = common.split(self.rng, 2)
+    rng, key = split_key_data(self.rng, 2)
 
     def loss_fn(params):
       field = lambda o, x, t: self.flow(o, x, t, params=params)
@@ -198,7 +198,7 @@ class FACAgent(struct.PyTreeNode):
 
   def update(self, batch: common.Batch) -> tuple[FACAgent, dict[str, jax.Array]]:
     """One actor-critic step (stage 2); ``batch["log_prob"]`` holds the cached densities."""
-    rng, *keys = common.split(self.rng, 5)
+    rng, *keys = split_key_data(self.rng, 5)
     params = {"critic": self.critic.params, "actor": self.actor.params}
     grads, info = jax.grad(self.losses, has_aux=True)(params, batch, tuple(keys))
     updates, opt_state = optax.adam(self.config.lr).update(grads, self.opt_state)

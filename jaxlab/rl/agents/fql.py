@@ -23,9 +23,9 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from jaxlab.rl import flows
+from jaxlab.core.rng import split_key_data
+from jaxlab.nn import Net, flows
 from jaxlab.rl.agents import common
-from jaxlab.rl.networks import Net
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,7 +108,7 @@ class FQLAgent(struct.PyTreeNode):
     return td_loss + actor_loss, info
 
   def update(self, batch: common.Batch) -> tuple[FQLAgent, dict[str, jax.Array]]:
-    rng, *keys = common.split(self.rng, 4)
+    rng, *keys = split_key_data(self.rng, 4)
     params = {"critic": self.critic.params, "actor": self.actor.params, "flow": self.flow.params}
     grads, info = jax.grad(self.losses, has_aux=True)(params, batch, tuple(keys))
     updates, opt_state = optax.adam(self.config.lr).update(grads, self.opt_state)

@@ -29,8 +29,10 @@ import jax.numpy as jnp
 import optax
 from flax import nnx, struct
 
+from jaxlab.core.rng import as_key_data, split_key_data
+from jaxlab.nn import MLP, Net
 from jaxlab.rl.agents import common
-from jaxlab.rl.networks import MLP, Net, QEnsemble
+from jaxlab.rl.networks import QEnsemble
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 
@@ -102,7 +104,7 @@ class SACAgent(struct.PyTreeNode):
     common.check_common_config(config)
     obs_dim, action_dim = common.check_example(example_obs, example_actions)
     goal_dim, _ = common.check_example(example_goal, example_actions)
-    rng, k_actor, k_critic = common.split(common.as_key_data(seed), 3)
+    rng, k_actor, k_critic = split_key_data(as_key_data(seed), 3)
     hidden = tuple(config.hidden_dims)
     actor = Net.create(TanhGaussianPolicy(obs_dim + goal_dim, action_dim, hidden,
                                           rngs=nnx.Rngs(k_actor)))
@@ -160,7 +162,7 @@ class SACAgent(struct.PyTreeNode):
 
   def update(self, batch) -> tuple[SACAgent, dict[str, jax.Array]]:
     """One SAC step; batch keys: observations, goals, actions, rewards, next_observations, masks."""
-    rng, *keys = common.split(self.rng, 3)
+    rng, *keys = split_key_data(self.rng, 3)
     params = {"actor": self.actor.params, "critic": self.critic.params,
               "log_alpha": self.log_alpha}
     grads, info = jax.grad(self.losses, has_aux=True)(params, batch, tuple(keys))

@@ -1,0 +1,1006 @@
+"""Every measured number in the README and ``docs/methods/`` comes from a results file.
+
+    python -m experiments.docs            # rewrite the generated regions in place
+    python -m experiments.docs --check    # exit 1 listing regions that differ
+
+A generated region is ``<!-- gen:KEY -->...<!-- /gen -->`` in ``README.md`` or
+``docs/methods/*.md``: a whole table (the region spans lines) or one number in
+prose (inline). ``KEY`` is ``<method>.<name>``; :data:`SOURCES` maps each method
+to a function that reads the committed record (``docs/results/<method>/<scale>/
+results.json``, the run_all report, the benchmarks) and returns ``{name: text}``.
+So a new run, committed under ``docs/results/``, changes the docs by running this
+module, and ``tests/experiments/test_docs.py`` fails while they disagree.
+
+Spread over seeds follows the README's convention: ``a ± b`` is the mean and the
+sample standard deviation (``ddof=1``), ``lo-hi`` the min-max over seeds.
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import json
+import os
+import re
+import sys
+from collections.abc import Callable
+
+import numpy as np
+
+from experiments.common import ExperimentCLI
+from jaxlab.core.stats import spread
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, "docs", "results")
+GEN = re.compile(r"<!-- gen:(?P<key>[\w./-]+) -->(?P<body>.*?)<!-- /gen -->", re.S)
+
+
+def doc_files() -> list[str]:
+  """The files whose generated regions this module owns."""
+  return [os.path.join(ROOT, "README.md"),
+          *sorted(glob.glob(os.path.join(ROOT, "docs", "methods", "*.md")))]
+
+
+@functools.cache
+def load(*parts: str) -> dict:
+  """``docs/results/<parts...>`` (``results.json`` appended to a folder)."""
+  path = os.path.join(RESULTS, *parts)
+  if not path.endswith(".json"):
+    path = os.path.join(path, "results.json")
+  with open(path) as f:
+    return json.load(f)
+
+
+# ---------------------------------------------------------------------------
+# Formatting: one place for how numbers and spreads read in the docs.
+
+
+def g(x: float, digits: int = 3) -> str:
+  """``x`` to ``digits`` significant digits, trailing zeros kept (``0.870``, ``1.3e-9``)."""
+  if x is None or not np.isfinite(x):
+    return "n/a"
+  text = f"{x:.{digits}g}"
+  if "e" in text:
+    mant, exp = text.split("e")
+    return f"{mant}e{int(exp)}"
+  return f"{x:#.{digits}g}".rstrip(".")
+
+
+def f(x: float, decimals: int = 2) -> str:
+  """``x`` with a fixed number of decimals (``-0.00`` printed as ``0.00``)."""
+  text = f"{x:.{decimals}f}"
+  return text[1:] if re.fullmatch(r"-0\.?0*", text) else text
+
+
+def thousands(x: float) -> str:
+  """An integer with thousands separators (``4,507``)."""
+  return f"{round(x):,}"
+
+
+def seconds(x: float) -> str:
+  """A wall time in seconds as the docs print it (``4,507 s``)."""
+  return f"{thousands(x)} s"
+
+
+def signed(x: float, decimals: int = 3) -> str:
+  return ("+" if x >= 0 else "") + f(x, decimals)
+
+
+def std(values) -> float:
+  """Sample standard deviation (``ddof=1``) of per-seed values; NaN for one seed."""
+  return spread(values).std
+
+
+def pm(values, fmt: Callable[[float], str] = f, std_fmt: Callable[[float], str] | None = None
+       ) -> str:
+  """``mean ± std`` (sample std, ``ddof=1``) of per-seed values."""
+  x = np.asarray(values, np.float64).reshape(-1)
+  s = std(x)
+  text = fmt(float(x.mean()))
+  return text if not np.isfinite(s) else f"{text} ± {(std_fmt or fmt)(s)}"
+
+
+def minmax(values, fmt: Callable[[float], str] = f) -> str:
+  """``min-max`` of per-seed values."""
+  x = np.asarray(values, np.float64).reshape(-1)
+  return f"{fmt(float(x.min()))}-{fmt(float(x.max()))}"
+
+
+def span(values, fmt: Callable[[float], str] = f, sep: str = "-") -> str:
+  """``lo-hi`` of several measured values (a range over settings, not seeds)."""
+  x = [float(v) for v in values]
+  lo, hi = fmt(min(x)), fmt(max(x))
+  return lo if lo == hi else f"{lo}{sep}{hi}"
+
+
+def table(header: list[str], rows: list[list[str]]) -> str:
+  """A markdown table."""
+  lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+  lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+  return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------
+# The README's own numbers: the run_all report.
+
+
+def readme() -> dict[str, str]:
+  report = load("run_all", "quick", "report.json")
+  rows = []
+  for e in report["entries"]:
+    held = [c["held"] for c in e["claims"]]
+    ratios = len(e.get("ratios") or []) if "bench" in e else None
+    rows.append([e["name"], seconds(e["experiment"]["wall_time_s"]),
+                 f"{sum(h is True for h in held)} / {sum(h is not None for h in held)}",
+                 "-" if ratios is None else str(ratios)])
+  return {
+      "run_all_minutes": str(round(report["wall_time_s"] / 60)),
+      "run_all_seconds": seconds(report["wall_time_s"]),
+      "run_all_table": table(["method", "wall time", "claims held", "benchmark ratios"], rows),
+  }
+
+
+SOURCES: dict[str, Callable[[], dict[str, str]]] = {"readme": readme}
+
+
+def register(name: str):
+  """Adds a method's value function to :data:`SOURCES`."""
+  def wrap(fn):
+    SOURCES[name] = fn
+    return fn
+  return wrap
+
+
+@functools.cache
+def values(source: str) -> dict[str, str]:
+  if source not in SOURCES:
+    raise KeyError(f"no source {source!r} for generated docs (known: {sorted(SOURCES)})")
+  return SOURCES[source]()
+
+
+def value(key: str) -> str:
+  """The text of generated region ``KEY`` (``<source>.<name>``)."""
+  source, _, name = key.partition(".")
+  vals = values(source)
+  if name not in vals:
+    raise KeyError(f"generated docs: {source!r} has no value {name!r}")
+  return vals[name]
+
+
+def render(text: str) -> tuple[str, list[tuple[str, str, str]]]:
+  """``text`` with every generated region refreshed, and the regions that changed."""
+  changed = []
+
+  def fill(m: re.Match) -> str:
+    new = value(m.group("key"))
+    body = f"\n{new}\n" if "\n" in new or m.group("body").startswith("\n") else new
+    if body != m.group("body"):
+      changed.append((m.group("key"), m.group("body").strip(), new))
+    return f"<!-- gen:{m.group('key')} -->{body}<!-- /gen -->"
+
+  return GEN.sub(fill, text), changed
+
+
+def stale() -> dict[str, list[tuple[str, str, str]]]:
+  """``{file: [(key, committed, generated), ...]}`` for regions that are out of date."""
+  out = {}
+  for path in doc_files():
+    with open(path) as fh:
+      _, changed = render(fh.read())
+    if changed:
+      out[os.path.relpath(path, ROOT)] = changed
+  return out
+
+
+# ---------------------------------------------------------------------------
+# Quantized Adam and Muon (docs/methods/quant_optim.md)
+
+
+def _median_seeds(x) -> np.ndarray:
+  return np.median(np.asarray(x, np.float64), axis=-1)
+
+
+@register("quant_optim")
+def quant_optim() -> dict[str, str]:
+  r = load("quant_optim", "full")
+  runs = [load("quant_optim", "bench"), load("run_all", "quick", "bench_quant_optim")]
+  ms = r["mantissa_sweep"]
+  mant = ms["mantissas"]
+  at = {m: mant.index(m) for m in (1, 3, 7)}
+  loss = {k: _median_seeds(v) for k, v in ms["final_loss"].items()}
+  summ = r["summary"]
+  mstar = {k.split("/", 1)[1]: v for k, v in summ.items() if k.startswith("rosenbrock_mstar/")}
+  mlp = r["mlp"]
+  acc = {k: np.asarray(v, np.float64)[..., 1].mean(-1) for k, v in mlp["loss_acc"].items()}
+  macc = {m: i for i, m in enumerate(mlp["mantissas"])}
+  ab = r["ablation"]
+  ratios = {}
+  for name in ("adam", "muon"):
+    fp32 = float(np.median(ab["final_loss"][f"{name}/fp32"]))
+    ratios[name] = _median_seeds(ab["final_loss"][f"{name}/nearest"]) / fp32  # (M, GWMV)
+    ratios[name + "/stochastic"] = _median_seeds(ab["final_loss"][f"{name}/stochastic"]) / fp32
+  b2 = r["beta2"]
+  near = _median_seeds(b2["final_loss"]["nearest"])
+  i7 = b2["mantissas"].index(7)
+  hz = r["horizon"]
+  stars = {k: [row["m_star"] for row in v["rows"]] for k, v in hz.items()}
+  ts = [row["T"] for row in hz["adam"]["rows"]]
+  sat = next(i for i in range(len(ts)) if all(m >= 20 for m in stars["muon"][i:]))
+  muon_fp32 = min(row["loss"][-1] for row in hz["muon"]["rows"][sat:])
+  bench = runs[0]["rows"]
+  storage = {k.split("/", 1)[1]: v for k, v in summ.items() if k.startswith("storage_loss_ratio/")}
+  accs = {k: float(np.asarray(v)[:, 1].mean()) for k, v in mlp["storage_adam"].items()}
+  acc_text = (f"test accuracy {f(accs['None'], 3)} for all"
+              if len({f(a, 3) for a in accs.values()}) == 1 else
+              "test accuracy " + " / ".join(f(a, 3) for a in accs.values()))
+  eight = ("bfloat16", "float8_e4m3fn", "int8")
+  bytes_ = {st: bench[f"storage {st}"]["state_bytes_ratio"] for st in eight}
+  storage_ok = (all(abs(storage[st] - 1) <= 0.05 for st in eight)
+                and bytes_["int8"] <= 0.3 and bytes_["float8_e4m3fn"] <= 0.3)
+  claims = [
+      ["Adam on Rosenbrock: diverges at M = 1, slow at M = 3, near fp32 at M = 7-10",
+       f"all of G, W, M, V quantized, nearest: loss {g(loss['adam/nearest'][at[1]])} (M = 1, "
+       f"no progress), {g(loss['adam/nearest'][at[3]])} (M = 3), "
+       f"{g(loss['adam/nearest'][at[7]])} (M = 7) vs {g(loss['adam/nearest'][-1])} fp32; "
+       f"M* = {mstar['adam/nearest']}. Stochastic rounding: "
+       + " / ".join(g(loss["adam/stochastic"][at[m]]) for m in (1, 3, 7))
+       + f", M* = {mstar['adam/stochastic']}",
+       f"partly: the ordering holds, but nearest needs M = {mstar['adam/nearest']}, not 7-10"],
+      ["Muon tolerates coarser quantization than Adam",
+       f"at equal update RMS, Muon's loss at M = 7 is {g(loss['muon/nearest'][at[7]], 2)} vs "
+       f"Adam's {g(loss['adam/nearest'][at[7]])} on the same Rosenbrock; digits MLP test "
+       f"accuracy with nearest rounding: Muon {f(acc['muon/nearest'][macc[3]], 3)} at M = 3 "
+       f"(fp32 {f(acc['muon/nearest'][-1], 3)}), Adam {f(acc['adam/nearest'][macc[3]], 3)} "
+       f"at M = 3 and {f(acc['adam/nearest'][macc[4]], 3)} at M = 4 "
+       f"(fp32 {f(acc['adam/nearest'][-1], 3)})",
+       f"yes in absolute terms and in accuracy; relative to its own fp32 loss Muon's M* is "
+       f"{mstar['muon/nearest']} (nearest) and {mstar['muon/stochastic']} (stochastic), "
+       f"against Adam's {mstar['adam/nearest']} (its fp32 loss is far lower: "
+       f"{g(loss['muon/nearest'][-1], 2)} on Rosenbrock)"],
+      ["sensitivity V > W > M > G",
+       "one component at a time, noisy least squares, nearest: W "
+       + " / ".join((f"{x:.0f}" if x >= 10 else g(x)) + "x" for x in ratios["adam"][:, 1])
+       + " fp32 loss at M = " + " / ".join(str(m) for m in ab["mantissas"])
+       + "; G, M, V "
+       + span(np.concatenate([ratios[n][:, [0, 2, 3]].ravel() for n in ("adam", "muon")]))
+       + "x at every M (Adam and Muon alike); stochastic rounding cuts W at M = "
+       f"{ab['mantissas'][0]} to {g(ratios['adam/stochastic'][0, 1], 2)}x",
+       "W most sensitive: yes; V second: not reproduced"],
+      ["beta2 -> 1 makes V quantization hurt",
+       "only V quantized, noiseless least squares, final loss at M = 7 nearest vs fp32: "
+       + ", ".join(f"{g(near[j, i7], 2)} vs {g(near[j, -1], 2)} "
+                   + (f"(beta2 {b:g})" if j == 0 else f"({b:g})")
+                   for j, b in enumerate(b2["beta2"]) if b != 0.99),
+       "no: quantized V ended lower than fp32 here (a stalled, too-large v shrinks Adam's "
+       "steps near the optimum)"],
+      ["M need only grow like log T",
+       f"Adam, Rosenbrock, cosine schedule, T = {ts[0]} ... {ts[-1] // 1000}k: M* = "
+       + ", ".join(str(m) for m in stars["adam"])
+       + f"; fit {g(hz['adam']['slope_per_doubling'], 2)} bits per doubling of T "
+       f"(R^2 {f(hz['adam']['r2'])}). Muon: M* saturates at "
+       f"{span(stars['muon'][sat:], lambda x: str(int(x)))} from T = {ts[sat]} (its fp32 "
+       f"loss reaches "
+       f"{g(muon_fp32, 1)})",
+       "Adam: growth with log T, yes (noisy); Muon: not measurable with this criterion"],
+      ["(ours) 8-bit moment storage matches fp32",
+       f"digits MLP, Adam, {mlp['steps']} steps, final training loss vs fp32: "
+       + ", ".join(f"{st} {f(storage[st], 3)}x" for st in eight)
+       + f"; {acc_text}; state bytes "
+       + " / ".join(g(bytes_[st]) + "x" for st in eight) + " of `optax.adam`",
+       ("yes" if storage_ok else "no") + " (target: within 5%, at most 0.3x memory)"],
+  ]
+  names = [("quantized_adam (none)", "`quantized_adam`, no quantization"),
+           ("G+M+V+W nearest", "G+M+V+W simulated, nearest"),
+           ("G+M+V+W stochastic", "G+M+V+W simulated, stochastic"),
+           ("storage bfloat16", '`moment_storage="bfloat16"`'),
+           ("storage float8_e4m3fn", '`moment_storage="float8_e4m3fn"`'),
+           ("storage int8", '`moment_storage="int8"`')]
+
+  def rng(key, col):
+    fmt = g if col == "state_bytes_ratio" else f
+    return span([run["rows"][key][col] for run in runs], fmt) + "x"
+
+  bench_rows = [[label, rng(k, "opt_step_ratio"), rng(k, "train_step_ratio"),
+                 rng(k, "state_bytes_ratio")] for k, label in names]
+  return {
+      "seeds": str(r["config"]["seeds"]),
+      "wall": seconds(r["wall_time_s"]),
+      "claims": table(["paper's claim", "our measurement", "held?"], claims),
+      "bench_params": f"{g(runs[0]['num_params'] / 1e6)}M",
+      "bench_runs": str(len(runs)),
+      "bench": table(["configuration", "optimizer step", "whole training step", "state bytes"],
+                     bench_rows),
+      "bench_step_ms": g(bench["optax.adam"]["opt_step_s"] * 1e3, 1),
+  }
+
+
+# ---------------------------------------------------------------------------
+# Incremental metric bipartite matching (docs/methods/matching_incremental.md)
+
+
+def secs(x: float) -> str:
+  """A duration as the docs print it: ``2,349 s``, ``16.8 s``, ``0.12 s``."""
+  return (f"{thousands(x)} s" if x >= 100 else f"{x:.1f} s" if x >= 1 else f"{g(x, 2)} s")
+
+
+FAMILY = {"uniform": "uniform 2-D", "clustered": "clustered 2-D", "digits_l1": "digits 64-D L1",
+          "road_graph": "road graph"}
+
+
+def _instances(result: dict) -> list[tuple[str, int, list[dict]]]:
+  """``(family, n, runs over seeds)`` in the config's order."""
+  return [(fam, n, [r for r in result["runs"] if r["family"] == fam and r["n"] == n])
+          for fam, n in result["config"]["instances"]]
+
+
+def _final(runs, alg, at=-1):
+  return np.array([r["algorithms"][alg]["ratio"][at] for r in runs])
+
+
+def _time(runs, alg):
+  return float(np.mean([r["algorithms"][alg]["time_s"] for r in runs]))
+
+
+@register("matching_incremental")
+def matching_incremental() -> dict[str, str]:
+  quick, full = load("matching_incremental", "quick"), load("matching_incremental", "full")
+  bench = load("matching_incremental", "bench")["rows"]
+  i90 = round(0.9 * len(quick["runs"][0]["algorithms"]["exact"]["ratio"])) - 1
+  i95 = round(0.95 * len(quick["runs"][0]["algorithms"]["exact"]["ratio"])) - 1
+  rows = []
+  for fam, n, runs in _instances(quick):
+    rows.append([f"{FAMILY[fam]}, n = {n}",
+                 f"{f(_final(runs, 'push_relabel').mean(), 3)} "
+                 + ("(0.9n: " if not rows else "(")
+                 + f"{f(_final(runs, 'push_relabel', i90).mean(), 3)}), "
+                 f"{secs(_time(runs, 'push_relabel'))}",
+                 *[f"{f(_final(runs, a).mean(), 3)}, {secs(_time(runs, a))}"
+                   for a in ("push_relabel+tail", "push_relabel/batch", "exact", "greedy")]])
+  resolve = {(fam, n): _time(runs, "scipy/resolve") for fam, n, runs in _instances(quick)}
+  one = {(fam, n): float(np.mean([r["one_scipy_solve_s"] for r in runs]))
+         for fam, n, runs in _instances(quick)}
+  small = [k for k in resolve if k[1] <= 1000]
+  big = [k for k in resolve if k[1] > 1000]
+  brows = []
+  for b in bench:
+    numpy = (f"{secs(b['numpy_exact_s'])} ({g(b['numpy_exact_s'] / b['exact_s'], 2)}x slower)"
+             if b.get("numpy_exact_s") else "not run")
+    target = "; target 1.05" if b["n"] >= 10000 else ""
+    brows.append([thousands(b["n"]), secs(b["exact_s"]), numpy, secs(b["scipy_one_solve_s"]),
+                  f(b["exact_s"] / b["scipy_one_solve_s"]),
+                  f"{secs(b['push_relabel_s'])} ({f(b['push_relabel_ratio'], 3)}{target})",
+                  f(b["greedy_ratio"], 3)])
+  b10k = next(b for b in bench if b["n"] == 10000)
+  frows, inst = [], {}
+  for fam, n, runs in _instances(full):
+    pr = _final(runs, "push_relabel")
+    inst[(fam, n)] = runs
+    frows.append([f"{FAMILY[fam]}, n = {thousands(n)}",
+                  f"{f(pr.mean(), 3)} ({minmax(pr, lambda x: f(x, 3))}), "
+                  f"{secs(_time(runs, 'push_relabel'))}",
+                  *[f"{f(_final(runs, a).mean(), 3)}, {secs(_time(runs, a))}"
+                    for a in ("push_relabel+tail", "push_relabel/batch", "exact")],
+                  f(_final(runs, "greedy").mean(), 3),
+                  secs(float(np.mean([r["one_scipy_solve_s"] for r in runs])))])
+  uni, clu, road = inst[("uniform", 10000)], inst[("clustered", 10000)], inst[("road_graph", 5000)]
+  speed = {k: _time(runs, "push_relabel") / _time(runs, "exact") for k, runs in inst.items()}
+  scipy_vs_exact = [float(np.mean([r["one_scipy_solve_s"] for r in runs])) / _time(runs, "exact")
+                    for k, runs in inst.items() if k[1] >= 10000]
+  return {
+      "quick_seeds": str(quick["config"]["seeds"]),
+      "quick_wall": seconds(quick["wall_time_s"]),
+      "quick_table": table(["instance", "push_relabel", "push_relabel + exact tail (50)",
+                            "push_relabel, batch rounds (n/20)", "exact", "greedy"], rows),
+      "resolve_small": span([resolve[k] for k in small], lambda x: f(x)) + " s",
+      "resolve_big": span([resolve[k] for k in big], lambda x: f(x)) + " s",
+      "one_small": span([one[k] for k in small], lambda x: f(x)) + " s",
+      "one_big": span([one[k] for k in big], lambda x: f(x)) + " s",
+      "bench_table": table(["n", "exact", "same step in numpy", "one scipy solve",
+                            "exact / scipy", "push_relabel (cost / OPT)", "greedy / OPT"], brows),
+      "bench_10k_speedup": g(b10k["scipy_one_solve_s"] / b10k["exact_s"], 2),
+      "bench_10k_exact": secs(b10k["exact_s"]),
+      "bench_10k_pr": f(b10k["push_relabel_ratio"], 3),
+      "full_seeds": str(full["config"]["seeds"]),
+      "full_table": table(["instance", "push_relabel", "+ exact tail", "batch rounds", "exact",
+                           "greedy", "one scipy solve"], frows),
+      "uniform_10k": f(_final(uni, "push_relabel").mean(), 3),
+      "clustered_10k": f(_final(clu, "push_relabel").mean(), 2),
+      "clustered_10k_worst": f(_final(clu, "push_relabel").max(), 2),
+      "at95": f"{f(_final(uni, 'push_relabel', i95).mean(), 3)} / "
+              f"{f(_final(clu, 'push_relabel', i95).mean(), 3)}",
+      "exact_vs_scipy": span(scipy_vs_exact, lambda x: g(x, 2)),
+      "road_exact": secs(_time(road, "exact")),
+      "road_scipy": secs(float(np.mean([r["one_scipy_solve_s"] for r in road]))),
+      "pr_range": span([_final(runs, "push_relabel").mean() for runs in inst.values()],
+                       lambda x: f(x, 3)),
+      "greedy_range": span([_final(runs, "greedy").mean() for runs in inst.values()],
+                           lambda x: f(x, 2)),
+      "tail_range": span([_final(runs, "push_relabel+tail").mean() for runs in inst.values()],
+                         lambda x: f(x, 2)),
+      "exact_speedup": span(speed.values(), lambda x: g(x, 2)),
+      "exact_speedup_10k": g(speed[("uniform", 10000)], 2),
+  }
+
+
+# ---------------------------------------------------------------------------
+# Flow Actor-Critic (docs/methods/flow_actor_critic.md)
+
+
+def _g3pm(per_seed) -> str:
+  """``mean ± sample std``, 3 and 2 significant digits."""
+  return pm(per_seed, g, lambda x: g(x, 2))
+
+
+@register("flow_actor_critic")
+def flow_actor_critic() -> dict[str, str]:
+  full, og = load("flow_actor_critic", "full"), load("flow_actor_critic", "ogbench")
+  benches = [load("flow_actor_critic", "bench"),
+             load("run_all", "quick", "bench_flow_actor_critic")]
+  arms = {r["arm"]: r["final"] for r in full["runs"]}
+  cols = ("critic/q_pi_mean", "critic/q_pi_max", "critic/q_pi_pos_frac", "penalty/w_mean",
+          "eval/success", "eval/return")
+  rows = [[arm] + [_g3pm(fin[c]["per_seed"]) if c in fin else "" for c in cols]
+          for arm, fin in arms.items()]
+  seeds = lambda arm, key: np.asarray(arms[arm][key]["per_seed"])  # noqa: E731
+  ogarms = {r["arm"]: r["final"] for r in og["runs"]}
+  b, q = benches
+  return {
+      "seeds": str(full["config"]["seeds"]),
+      "wall": seconds(full["wall_time_s"]),
+      "transitions": thousands(sum(full["dataset_sizes"].values())),
+      "table": table(["arm", "Q(s,pi) mean", "Q(s,pi) max", "frac Q > 0", "mean w", "success",
+                      "return"], rows),
+      "no_penalty_q": f"{seeds('no_penalty', 'critic/q_pi_mean').mean():.0f}",
+      "no_penalty_return": f"{seeds('no_penalty', 'eval/return').mean():.0f}",
+      "penalty_only_success": minmax(seeds("penalty_only", "eval/success")),
+      "fac_success": f(seeds("fac", "eval/success").mean()),
+      "fql_success": f(seeds("fql", "eval/success").mean()),
+      "bench_setup": f"{b['seeds']} seeds x {thousands(b['steps'])} steps",
+      "bench_scan": f"{b['scan_seed_steps_per_s']:.0f}",
+      "bench_loop": f"{b['loop_seed_steps_per_s']:.0f}",
+      "bench_ratio": f"{b['ratio']:.2f}",
+      "quick_scan": f"{q['scan_seed_steps_per_s']:.0f}",
+      "quick_loop": f"{q['loop_seed_steps_per_s']:.0f}",
+      "quick_ratio": f"{q['ratio']:.2f}",
+      "quick_steps": thousands(q["steps"]),
+      "og_q_max": ", ".join(f"{g(ogarms[a]['critic/q_pi_max']['mean'], 2)} ({a})"
+                            for a in ("no_penalty", "penalty_only", "fac", "fql")),
+      "og_pos_frac": g(100 * max(max(fin["critic/q_pi_pos_frac"]["per_seed"])
+                                 for fin in ogarms.values()), 2),
+  }
+
+
+# ---------------------------------------------------------------------------
+# DIPPER (docs/methods/dipper.md)
+
+_ARM = {"flat": "FLAT", "hier": "HIER", "dipper_no_v": "DIPPER without V"}
+
+
+def _dipper_runs(result: dict) -> dict[tuple[str, str, float], dict]:
+  """``(task, arm, lambda) -> run``; sweep runs under arm ``sweep``."""
+  return {(r["task"], "sweep" if r.get("sweep") else r["arm"], r["lam"]): r
+          for r in result["runs"]}
+
+
+def _rate(v: float) -> str:
+  """A success rate: two decimals, or two significant digits below 0.1."""
+  return f(v) if v == 0 or abs(v) >= 0.1 else g(v, 2)
+
+
+@register("dipper")
+def dipper() -> dict[str, str]:
+  full, quick, bench = load("dipper", "full"), load("dipper", "quick"), load("dipper", "bench")
+  runs = _dipper_runs(full)
+  main = {(t, a): r for (t, a, _), r in runs.items() if a != "sweep"}
+  seeds = lambda r, k: np.asarray(r["final"][k]["per_seed"], np.float64)  # noqa: E731
+  mean = lambda r, k: float(seeds(r, k).mean())  # noqa: E731
+  rows = []
+  for task in ("maze", "push"):
+    group = [main[(task, a)] for a in ("flat", "hier", "dipper_no_v")]
+    group.append(main[(task, "dipper")])
+    if task == "maze":
+      group += [r for (t, a, lam), r in sorted(runs.items(), key=lambda kv: kv[0][2])
+                if a == "sweep" and t == task and lam > full["config"]["lam"]]
+    best = max(mean(r, "eval/success") for r in group)
+    for r in group:
+      name = (_ARM.get(r["arm"]) if r["arm"] != "dipper" else f"DIPPER (lambda {r['lam']:g})")
+      succ = pm(seeds(r, "eval/success"), _rate, lambda v: g(v, 1))
+      cells = [task, name, f"**{succ}**" if mean(r, "eval/success") == best else succ,
+               _rate(mean(r, "train/success"))]
+      if r["arm"] == "flat":
+        cells += [""] * 4
+      else:
+        cells += [pm(seeds(r, "eval/subgoal_distance"), lambda v: g(v, 2), lambda v: g(v, 1)),
+                  pm(seeds(r, "eval/lower_q"), g, lambda v: g(v, 2)),
+                  f(mean(r, "eval/subgoal_in_wall")) if task == "maze" else "",
+                  f(mean(r, "eval/subgoal_step"))]
+      rows.append(cells)
+  steps = {t: thousands(main[(t, "flat")]["history"]["env_steps"][-1][0]) for t in ("maze", "push")}
+  pd, ph, pf = (main[("push", a)] for a in ("dipper", "hier", "flat"))
+  md, mn = main[("maze", "dipper")], main[("maze", "dipper_no_v")]
+  sweep = {lam: r for (t, a, lam), r in runs.items() if a == "sweep"}
+  n = len(seeds(pd, "eval/success"))
+  wins = lambda a, b, k: int(np.sum(seeds(a, k) > seeds(b, k)))  # noqa: E731
+  qruns = {(t, a): r for (t, a, _), r in _dipper_runs(quick).items() if a != "sweep"}
+  qm = [qruns[("maze", a)] for a in ("flat", "hier", "dipper")]
+  qpush = [mean(qruns[("push", a)], "eval/success") for a in ("flat", "hier", "dipper_no_v",
+                                                               "dipper")]
+  sps, ratio = bench["steps_per_s"], bench["ratio_to_point_robot"]
+  env = lambda k: f"{g(sps[k] / 1e6)} M"  # noqa: E731
+  return {
+      "seeds": str(full["config"]["seeds"]),
+      "wall": seconds(full["wall_time_s"]),
+      "maze_steps": steps["maze"],
+      "push_steps": steps["push"],
+      "table": table(["task", "arm", "success", "train success", "subgoal distance", "lower Q",
+                      "subgoals in walls", "step length"], rows),
+      "push_dipper": f(mean(pd, "eval/success")),
+      "push_hier": f(mean(ph, "eval/success")),
+      "push_flat": g(mean(pf, "eval/success"), 2),
+      "push_vs_flat": f"{wins(pd, pf, 'eval/success')} of {n}",
+      "push_vs_hier": f"{wins(pd, ph, 'eval/success')} of {n}",
+      "maze_zero": ("0 in every seed" if not np.any(np.r_[seeds(md, "eval/success"),
+                                                          seeds(mn, "eval/success")])
+                    else f"{f(mean(md, 'eval/success'))} (lambda 1) and "
+                         f"{f(mean(mn, 'eval/success'))} (lambda 0)"),
+      "maze_flat": f(mean(main[("maze", "flat")], "eval/success")),
+      "maze_hier": f(mean(main[("maze", "hier")], "eval/success")),
+      "maze_train": span([100 * mean(r, "train/success") for r in (mn, md)], lambda v: f"{v:.0f}")
+                    + "%",
+      "maze_logp": f(mean(md, "high/logp")),
+      "maze_step_cells": span([11 * mean(r, "eval/subgoal_step") for r in (mn, md)],
+                              lambda v: g(v, 2)),
+      "push_dist": f"{f(mean(pd, 'eval/subgoal_distance'))} vs "
+                   f"{f(mean(ph, 'eval/subgoal_distance'))}",
+      "push_q": f"{g(mean(pd, 'eval/lower_q'))} vs {g(mean(ph, 'eval/lower_q'))}",
+      "maze_reach": f"{f(mean(md, 'eval/subgoal_distance'))}, {g(mean(md, 'eval/lower_q'))}",
+      "value_maze": f"{g(mean(md, 'eval/success'), 1)} vs {g(mean(mn, 'eval/success'), 1)}",
+      "value_push": f"{f(mean(pd, 'eval/success'), 3)} vs "
+                    f"{f(mean(main[('push', 'dipper_no_v')], 'eval/success'), 3)}, higher in "
+                    f"{wins(pd, main[('push', 'dipper_no_v')], 'eval/success')} of {n} seeds",
+      "lam10": pm(seeds(sweep[10.0], "eval/success"), lambda v: f(v), lambda v: f(v)),
+      "lam10_walls": f(mean(sweep[10.0], "eval/subgoal_in_wall")),
+      "lam100_walls": f"{100 * mean(sweep[100.0], 'eval/subgoal_in_wall'):.0f}%",
+      "lam100_step": f(mean(sweep[100.0], "eval/subgoal_step")),
+      "quick_seeds": str(quick["config"]["seeds"]),
+      "quick_wall": seconds(quick["wall_time_s"]),
+      "quick_maze": ", ".join(f"{n_} {f(mean(r, 'eval/success'))}"
+                              for n_, r in zip(("FLAT", "HIER", "DIPPER"), qm, strict=True)),
+      "quick_maze_train": " / ".join(f(mean(r, "train/success")) for r in qm),
+      "quick_push": span(qpush, lambda v: f(v)),
+      "bench_setup": f"{thousands(bench['envs'])} environments x {thousands(bench['steps'])}",
+      "bench_robot": env("PointRobot-misc"),
+      "bench_maze": f"{env('PointMaze')} ({f(ratio['PointMaze'])}x)",
+      "bench_push": f"{env('PointPush')} ({f(ratio['PointPush'])}x)",
+      "bench_grid": f"{env('PointMaze (grid obs)')} ({f(ratio['PointMaze (grid obs)'])}x)",
+  }
+
+
+# ---------------------------------------------------------------------------
+# Fractal convergence of GD (docs/methods/fractal_gd.md)
+
+
+@register("fractal_gd")
+def fractal_gd() -> dict[str, str]:
+  r, bench = load("fractal_gd", "full"), load("fractal_gd", "bench")
+  gaps = [100 * c["rel_gap"] for c in r["critical_step"]]
+  above = any(c["bisection_lo"] > c["formula"] for c in r["critical_step"])
+
+  def dims(lam):
+    out = []
+    for frac in r["config"]["map_fracs"]:
+      d = [m["boundary_dimension"] for m in r["maps"] if m["lam"] == lam and m["eta_frac"] == frac]
+      out.append(f"{pm(d, lambda v: f(v, 3))} (`{'eta = ' if not out else ''}{frac:g} eta*`)")
+    return ", ".join(out)
+
+  sens = {lam: [s for s in r["sensitivity"] if s["lam"] == lam] for lam in (0.0, 0.3)}
+  s0 = sens[0.0]
+  lo = s0[0]
+  upper = [s for s in s0 if s["eta_frac"] >= 0.5]
+  pct = lambda v: g(100 * v, 2)  # noqa: E731
+  bal = {b["eta_frac"]: b for b in r["balance"]}
+  picks = (0.3, 0.9, 0.995)
+  pairs = r["config"]["pairs"]
+  rows = [
+      [f"critical step, formula vs bisection ({len(gaps)} cases of `y`, `lam`)",
+       f"bisection brackets within {g(min(gaps), 2)}% to {g(max(gaps), 1)}% of the formula, "
+       + ("sometimes above it" if above else "never above it")
+       + " (convergence slows near `eta*` and the bisection runs finitely many steps)", "equal"],
+      ["boundary dimension, `lam = 0`", dims(0.0), "about 1 (smooth)"],
+      ["boundary dimension, `lam = 0.3`", dims(0.3), "> 1 (fractal)"],
+      [f"start pairs 1e-6 apart reaching minimizers 1e-3 apart, `lam = 0` ({pairs // 1024}k "
+       "pairs)",
+       f"{pct(lo['different_minimizer'])}% at `{lo['eta_frac']:g} eta*`, "
+       f"{span([s['different_minimizer'] for s in upper], pct)}% from `0.5 eta*` to "
+       f"`{upper[-1]['eta_frac']:g} eta*`; 99th-percentile amplification of the offset "
+       f"{g(lo['amplification_p99'], 2)}x at `{lo['eta_frac']:g} eta*`, "
+       f"{span([s['amplification_p99'] for s in upper], lambda v: f'{v:.0f}')}x from "
+       "`0.5 eta*`", "sensitive near `eta*`"],
+      ["same, `lam = 0.3`",
+       f"{span([s['different_minimizer'] for s in sens[0.3]], lambda v: f(100 * v))}% "
+       f"(amplification {span([s['amplification_p99'] for s in sens[0.3]], lambda v: g(v, 2))}x "
+       "at the 99th percentile): the sensitivity there is the fractal converge / diverge "
+       "boundary, not the choice of minimizer", ""],
+      ["balancedness at convergence, `lam = 0`",
+       "max abs " + " / ".join(g(bal[p]["abs_balance_max"], 2) for p in picks)
+       + " at `eta/eta* = " + " / ".join(f"{p:g}" for p in picks) + "`, "
+       + ("always inside" if all(b["abs_balance_max"] <= b["stability_bound"]
+                                 for b in r["balance"]) else "not always inside")
+       + " the stability bound `sqrt(1/eta^2 - 4y^2)` ("
+       + " / ".join(g(bal[p]["stability_bound"], 2) for p in picks)
+       + "); correlation with the start's balancedness (conserved by gradient flow) "
+       + " / ".join(f(bal[p]["corr_with_start"]) for p in picks), "no simple implicit bias"],
+  ]
+  b = bench["rows"]
+  return {
+      "resolution": str(r["config"]["resolution"]),
+      "slices": str(r["config"]["seeds"]),
+      "wall": seconds(r["wall_time_s"]),
+      "table": table(["quantity", "measured", "expected"], rows),
+      "different_minimizer": span([100 * s["different_minimizer"] for s in upper],
+                                  lambda v: g(v, 1)),
+      "bench_steps": thousands(bench["max_steps"]),
+      "bench_times": " / ".join(f(x["reference_s"], 3) + " s" for x in b),
+      "bench_sizes": " / ".join(f"{x['resolution']}^2" for x in b),
+      "bench_speedups": " / ".join(f"{x['reference_speedup']:.0f}x" for x in b),
+  }
+
+
+# ---------------------------------------------------------------------------
+# Training re-evaluation curves (docs/methods/trec.md)
+
+_PLACEMENT = {"start": "start", "predicted_ema": "EMA minimum",
+              "predicted_calibrated": "calibrated minimum", "end": "end"}
+
+
+def _curriculum(result: dict) -> dict[tuple[float, str], dict]:
+  """``(slice, arm) -> row`` with per-seed ``hq`` and ``gain`` (end minus this arm)."""
+  rows = {(r["slice_frac"], r["arm"]): dict(r) for r in result["curriculum"]}
+  for (frac, _), r in rows.items():
+    end = np.asarray(rows[(frac, "end")]["hq_loss"]["per_seed"])
+    r["hq"] = np.asarray(r["hq_loss"]["per_seed"])
+    r["gain"] = end - r["hq"]
+  return rows
+
+
+def _trec_corr(result: dict, which: str, keep: Callable[[dict], bool]) -> list[float]:
+  return [c["corr"][which]["pearson_smoothed"] for c in result["trec"]["configs"] if keep(c)]
+
+
+def _argmin_gap(result: dict, keep: Callable[[dict], bool]) -> float:
+  return max(abs(c["argmin_frac"]["calibrated"] - c["argmin_frac"]["measured"])
+             for c in result["trec"]["configs"] if keep(c))
+
+
+@register("trec")
+def trec_docs() -> dict[str, str]:
+  quick, full = load("trec", "quick"), load("trec", "full")
+  rows = []
+  for c in quick["trec"]["configs"]:
+    e, k, a = c["corr"]["ema"], c["corr"]["calibrated"], c["argmin_frac"]
+    rows.append([c["schedule"], f"{c['tau_frac']:g}",
+                 f"{f(e['pearson'])} / {f(e['pearson_smoothed'])}",
+                 f"{f(k['pearson'])} / {f(k['pearson_smoothed'])}"
+                 + (" (fit)" if c["calibration_config"] else ""),
+                 " / ".join(f(a[x]) for x in ("measured", "ema", "calibrated"))])
+  cur = _curriculum(quick)
+  crows = []
+  for frac in quick["config"]["slice_fracs"]:
+    arms = [r for (fr, _), r in cur.items() if fr == frac]
+    best = max(r["gain"].mean() for r in arms)
+    for r in arms:
+      gain = "0" if r["arm"] == "end" else pm(r["gain"], lambda v: signed(v), lambda v: f(v, 3))
+      if r["arm"] != "end" and r["gain"].mean() == best and best > 0:
+        gain = f"**{gain}**"
+      crows.append([f"{100 * frac:g}%", f"{_PLACEMENT[r['arm']]} ({f(r['start_frac'])} T)",
+                    pm(r["hq"], lambda v: f(v, 3)), gain, f(r["general_loss"]["mean"], 3)])
+  strong = lambda c: c["tau_frac"] <= 0.1  # noqa: E731
+  weak_sched = lambda c: c["tau_frac"] >= 0.5 and c["schedule"] != "constant"  # noqa: E731
+  cos_weak = [c for c in quick["trec"]["configs"]
+              if c["schedule"] == "cosine" and c["tau_frac"] >= 0.5]
+  short, long_ = quick["config"]["slice_fracs"]
+  n = len(cur[(short, "end")]["hq"])
+  k = int(np.sum(cur[(short, "predicted_ema")]["gain"] > 0))
+  others = lambda rows_, frac: [r for (fr, arm), r in rows_.items()  # noqa: E731
+                                if fr == frac and arm != "end"]
+  fcur = _curriculum(full)
+  fshort, flong = full["config"]["slice_fracs"]
+  fema, fcal = fcur[(fshort, "predicted_ema")], fcur[(fshort, "predicted_calibrated")]
+  loses = int(np.sum(fema["gain"] < 0))
+  nf = len(fema["gain"])
+  return {
+      "quick_wall": seconds(quick["wall_time_s"]),
+      "window": str(quick["trec"]["smooth_window"]),
+      "table": table(["schedule", "tau/T", "r, AdamW EMA",
+                      "r, calibrated (`phi` fit on constant tau=2T)",
+                      "argmin measured / EMA / calibrated"], rows),
+      "seeds": str(quick["config"]["seeds"]),
+      "curriculum": table(["slice", "placement (start)", "HQ loss", "gain vs end",
+                           "general loss"], crows),
+      "strong_r": span(_trec_corr(quick, "ema", strong)),
+      "ema_seeds": f"all {n}" if k == n else f"{k} of {n}",
+      "ema_gain": signed(cur[(short, "predicted_ema")]["gain"].mean(), 2),
+      "cal_gain": signed(cur[(short, "predicted_calibrated")]["gain"].mean(), 2),
+      "weak_r": span(_trec_corr(quick, "ema", weak_sched), sep=" to "),
+      "cos_ema_min": span([c["argmin_frac"]["ema"] for c in cos_weak]),
+      "cos_measured_min": span([c["argmin_frac"]["measured"] for c in cos_weak]),
+      "phi": g(quick["trec"]["forgetting"], 2),
+      "phi_timescales": f"{quick['trec']['forgetting_timescales']:g}",
+      "cal_r": span(_trec_corr(quick, "calibrated", lambda c: c["schedule"] != "constant")),
+      "cal_gap": f(_argmin_gap(quick, lambda c: c["schedule"] != "constant")),
+      "long_end_wins": span([-r["gain"].mean() for r in others(cur, long_)]),
+      "long_general": f"{f(cur[(long_, 'end')]['general_loss']['mean'])} vs "
+                      + span([r["general_loss"]["mean"] for r in others(cur, long_)]),
+      "full_wall": seconds(full["wall_time_s"]),
+      "full_steps": thousands(full["config"]["steps"]),
+      "full_trec_seeds": str(full["config"]["trec_seeds"]),
+      "full_seeds": str(full["config"]["seeds"]),
+      "full_strong_r": span(_trec_corr(full, "ema", strong)),
+      "full_weak_r": span(_trec_corr(full, "ema", lambda c: not strong(c)), sep=" to "),
+      "full_phi": g(full["trec"]["forgetting"], 2),
+      "full_cal_r": span(_trec_corr(full, "calibrated", lambda c: True)),
+      "full_cal_gap": g(_argmin_gap(full, lambda c: True), 1),
+      "full_ema_start": f(fema["start_frac"]),
+      "full_ema_loss": pm(-fema["gain"], lambda v: f(v, 3)),
+      "full_ema_seeds": "every seed" if loses == nf else f"{loses} of {nf} seeds",
+      "full_cal_start": f(fcal["start_frac"]),
+      "full_cal_gain": pm(fcal["gain"], lambda v: signed(v), lambda v: f(v, 3)),
+      "full_long_end_wins": span([-r["gain"].mean() for r in others(fcur, flong)]),
+      "full_long_general": f"{f(fcur[(flong, 'end')]['general_loss']['mean'])} vs "
+                           + span([r["general_loss"]["mean"] for r in others(fcur, flong)]),
+      "quick_gains": "+" + span([r["gain"].mean() for r in others(cur, short)]),
+  }
+
+
+# ---------------------------------------------------------------------------
+# alpha-DPO (docs/methods/alpha_dpo.md)
+
+_DPO, _FIXED, _DYN = "Diffusion-DPO", "alpha-DPO (alpha=0.5)", "alpha-DPO (dynamic)"
+_METHOD = {_DPO: "Diffusion-DPO", _FIXED: "alpha-DPO (alpha = 0.5)", _DYN: "alpha-DPO (dynamic)"}
+
+
+def _per_seed(task: dict, key: str, method: str, beta: float, flip: float) -> np.ndarray:
+  rows = sorted((r for r in task["rows"] if r["method"] == method and r["beta"] == beta
+                 and r["flip"] == flip), key=lambda r: r["seed"])
+  return np.asarray([r[key] for r in rows], np.float64)
+
+
+def _drop(task: dict, method: str, beta: float, flips: list[float]) -> np.ndarray:
+  """Per-seed reward drop from the lowest to the highest flip rate."""
+  return (_per_seed(task, "reward", method, beta, flips[0])
+          - _per_seed(task, "reward", method, beta, flips[-1]))
+
+
+@register("alpha_dpo")
+def alpha_dpo_docs() -> dict[str, str]:
+  quick, full = load("alpha_dpo", "quick"), load("alpha_dpo", "full")
+  flips = quick["config"]["flips"]
+  mix = quick["tasks"]["mixture"]
+  rows = []
+  for beta in mix["betas"]:
+    for m in (_DPO, _FIXED, _DYN):
+      rows.append([f"{beta:g}", _METHOD[m]]
+                  + [pm(_per_seed(mix, "reward", m, beta, fl), lambda v: f(v, 3)) for fl in flips]
+                  + [" / ".join(f(_per_seed(mix, "off_manifold", m, beta, fl).mean(), 3)
+                                for fl in flips)])
+  lo, hi = mix["betas"][0], mix["betas"][-1]
+  d = {(m, b): _drop(mix, m, b, flips) for m in (_DPO, _FIXED, _DYN) for b in mix["betas"]}
+  more = [int(np.sum(d[(m, lo)] > d[(_DPO, lo)])) for m in (_FIXED, _DYN)]
+  n = len(d[(_DPO, lo)])
+  off = lambda m, b: [_per_seed(mix, "off_manifold", m, b, fl).mean() for fl in flips]  # noqa: E731
+  fflips = full["config"]["flips"]
+  frows, held, cells = [], [], 0
+  for name, task in full["tasks"].items():
+    for beta in task["betas"]:
+      cell = [name, f"{beta:g}"]
+      base = _drop(task, _DPO, beta, fflips)
+      for m in (_FIXED, _DYN):
+        dm = _drop(task, m, beta, fflips)
+        less = int(np.sum(dm < base))
+        text = f"{f(dm.mean(), 3)} vs {f(base.mean(), 3)} ({less}/{len(dm)})"
+        if less == len(dm):
+          text = text.replace(f"({less}/{len(dm)})", f"(**{less}/{len(dm)}**)")
+          held.append((name, beta, m, task))
+        cell.append(text)
+        cells += 1
+      frows.append(cell)
+  held_text = []
+  for name, beta, m, task in held:
+    a = _per_seed(task, "reward", m, beta, fflips[-1]).mean()
+    b = _per_seed(task, "reward", _DPO, beta, fflips[-1]).mean()
+    what = "fixed alpha 0.5" if m == _FIXED else "the dynamic alpha"
+    held_text.append(f"{what} at beta {beta:g} on the {name}, where it also ends "
+                     f"{'lower' if a < b else 'higher'} in reward: {f(a, 3)} vs {f(b, 3)} at "
+                     f"{100 * fflips[-1]:.0f}% flipped")
+  dyn_held = sum(m == _DYN for _, _, m, _ in held)
+  digits = full["tasks"]["digits"]
+  digit_sd = [std(_drop(digits, m, b, fflips) - _drop(digits, _DPO, b, fflips))
+              for m in (_FIXED, _DYN) for b in digits["betas"]]
+  words = {0: "none", 1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six",
+           7: "seven", 8: "eight", 9: "nine", 10: "ten"}
+  return {
+      "quick_seeds": str(quick["config"]["seeds"]),
+      "quick_steps": str(quick["config"]["tasks"]["mixture"]["finetune_steps"]),
+      "quick_batch": str(quick["config"]["tasks"]["mixture"]["batch"]),
+      "quick_wall": seconds(quick["wall_time_s"]),
+      "pretrained": pm(mix["reference"]["reward"], lambda v: f(v, 3)),
+      "quick_table": table(["beta", "method", "0% flipped", "20%", "40%",
+                            "off-manifold (0/20/40%)"], rows),
+      "lo_drop_dpo": f(d[(_DPO, lo)].mean()),
+      "lo_drop_alpha": span([d[(m, lo)].mean() for m in (_FIXED, _DYN)]),
+      "lo_seeds": "in every seed" if min(more) == n else f"in {min(more)}-{max(more)} of {n} seeds",
+      "hi_drops": f"{f(d[(_DYN, hi)].mean())} vs {f(d[(_DPO, hi)].mean())}",
+      "hi_off": span([100 * v for m in (_FIXED, _DYN) for v in off(m, hi)], lambda v: f"{v:.0f}")
+                + f"% off-manifold against {100 * np.mean(off(_DPO, hi)):.0f}%",
+      "full_wall": seconds(full["wall_time_s"]),
+      "full_seeds": str(full["config"]["seeds"]),
+      "full_mix_steps": thousands(full["config"]["tasks"]["mixture"]["finetune_steps"]),
+      "full_digit_steps": thousands(full["config"]["tasks"]["digits"]["finetune_steps"]),
+      "full_table": table(["task", "beta", "alpha = 0.5", "dynamic alpha"], frows),
+      "held": f"{words.get(len(held), len(held))} of {words.get(cells, cells)} cells"
+              + (f" ({'; '.join(held_text)})" if held_text else ""),
+      "dynamic": ("never loses less in every seed" if dyn_held == 0
+                  else f"loses less in every seed in {dyn_held} cells"),
+      "digit_spread": f"±{span(digit_sd, lambda v: g(v, 1))}",
+      "digit_off": f"{100 * np.mean(digits['reference']['off_manifold']):.0f}%",
+  }
+
+
+# ---------------------------------------------------------------------------
+# ReCouPLe (docs/methods/recouple.md)
+
+_RC_METHOD = {"bt": "Bradley-Terry", "recouple": "ReCouPLe",
+              "recouple_noratio": "ReCouPLe, no ratio penalty"}
+_SPLITS = ("id", "ood", "decorrelated", "clean", "new_zero_shot", "new_few_shot")
+
+
+def _acc(row: dict, split: str) -> np.ndarray | None:
+  return None if row.get(split) is None else np.asarray(row[split]["per_seed"], np.float64)
+
+
+@register("recouple")
+def recouple_docs() -> dict[str, str]:
+  quick, full = load("recouple", "quick"), load("recouple", "full")
+  rows = []
+  for st in quick["settings"]:
+    for m, row in st["methods"].items():
+      rows.append([st["regime"], _RC_METHOD[m]]
+                  + [("n/a" if _acc(row, s) is None else pm(_acc(row, s), lambda v: f(v, 3)))
+                     for s in _SPLITS])
+  q = {st["regime"]: st["methods"] for st in quick["settings"]}
+  gain = lambda ms, s: _acc(ms["recouple"], s) - _acc(ms["bt"], s)  # noqa: E731
+  paired = lambda ms, s: pm(gain(ms, s), signed, lambda v: f(v, 3))  # noqa: E731
+  mean = lambda ms, m, s: f(_acc(ms[m], s).mean())  # noqa: E731
+  frows = []
+  fs = {(st["regime"], st["shift"]): st["methods"] for st in full["settings"]}
+  for (regime, shift), ms in fs.items():
+    frows.append([regime, f"{shift:g}"]
+                 + [f"{f(_acc(ms['bt'], s).mean(), 3)} / {f(_acc(ms['recouple'], s).mean(), 3)} "
+                    f"({paired(ms, s)})" for s in ("ood", "decorrelated", "new_zero_shot")]
+                 + [paired(ms, "new_few_shot")])
+  shifts = sorted({sh for _, sh in fs})
+  strong = shifts[-1]
+  p, a = q["partial"], q["all"]
+  return {
+      "quick_seeds": str(quick["config"]["seeds"]),
+      "quick_shift": f"{quick['config']['settings'][0][1]:g}",
+      "quick_steps": str(quick["config"]["steps"]),
+      "quick_wall": seconds(quick["wall_time_s"]),
+      "quick_table": table(["regime", "method", "id", "ood", "decorrelated", "clean",
+                            "new task, zero-shot", "new task, 64 labels"], rows),
+      "paired": f"partial `ood` {paired(p, 'ood')}, zero-shot {paired(p, 'new_zero_shot')}; "
+                f"all `ood` {paired(a, 'ood')}, zero-shot {paired(a, 'new_zero_shot')}",
+      "full_seeds": str(full["config"]["seeds"]),
+      "full_steps": thousands(full["config"]["steps"]),
+      "full_shifts": " and ".join(f"{s:g}" for s in shifts),
+      "full_wall": seconds(full["wall_time_s"]),
+      "full_table": table(["regime", "m", "ood: BT / ReCouPLe (gain)",
+                           "decorrelated: BT / ReCouPLe (gain)",
+                           "new task zero-shot: BT / ReCouPLe (gain)",
+                           "new task, 64 labels (gain)"], frows),
+      "strong_shift": f"{strong:g}",
+      "strong_bt": f(_acc(fs[("partial", strong)]["bt"], "ood").mean()),
+      "strong_rc": f(_acc(fs[("partial", strong)]["recouple"], "ood").mean()),
+      "strong_all": span([_acc(fs[("all", strong)][m], "ood").mean() for m in ("bt", "recouple")]),
+      "ood": f"{mean(p, 'recouple', 'ood')} against {mean(p, 'bt', 'ood')}",
+      "decorrelated": f"{mean(p, 'recouple', 'decorrelated')} against "
+                      f"{mean(p, 'bt', 'decorrelated')}",
+      "zero_shot": f"{mean(p, 'recouple', 'new_zero_shot')} against "
+                   f"{mean(p, 'bt', 'new_zero_shot')}",
+      "rc_ood": mean(p, "recouple", "ood"),
+      "clean": mean(p, "recouple", "clean"),
+      "all_gain": signed(gain(a, "ood").mean(), 2),
+      "hinge": f"{f(p['recouple_noratio']['train_terms']['ratio']['mean'])} to "
+               f"{f(p['recouple']['train_terms']['ratio']['mean'])}",
+  }
+
+
+# ---------------------------------------------------------------------------
+# Test-Time Matching (docs/methods/ttm.md)
+
+_STAGE = {"before": "pre-trained", "after": "after TTM", "oracle": "oracle fine-tune"}
+
+
+def _ttm(result: dict, noise: float, stage: str, metric: str) -> np.ndarray:
+  runs = sorted((r for r in result["runs"] if r["order_noise"] == noise), key=lambda r: r["seed"])
+  return np.asarray([r[stage][metric] for r in runs], np.float64)
+
+
+@register("ttm")
+def ttm_docs() -> dict[str, str]:
+  quick, full = load("ttm", "quick"), load("ttm", "full")
+  fmt = lambda v: f(v, 3)  # noqa: E731
+  rows = [[f"{noise:g}", _STAGE[stage]]
+          + [pm(_ttm(quick, noise, stage, m), fmt) for m in ("text", "image", "group",
+                                                             "group_match")]
+          for noise in quick["config"]["order_noise"] for stage in _STAGE]
+  frows = [[f"{noise:g}", _STAGE[stage]]
+           + [pm(_ttm(full, noise, stage, m), fmt) for m in ("group", "group_match")]
+           for noise in full["config"]["order_noise"] for stage in ("before", "after")]
+  lo, hi = full["config"]["order_noise"][0], full["config"]["order_noise"][-1]
+  up = lambda noise: (_ttm(full, noise, "after", "group_match")  # noqa: E731
+                      - _ttm(full, noise, "before", "group_match"))
+  d_lo, d_hi = up(lo), up(hi)
+  worst = int(np.argmin(d_hi))
+  n = len(d_lo)
+  noises = sorted(quick["config"]["order_noise"], reverse=True)
+  return {
+      "quick_seeds": str(quick["config"]["seeds"]),
+      "quick_groups": thousands(quick["config"]["groups"]),
+      "quick_rounds": f"{quick['config']['rounds']} rounds x {quick['config']['epochs']} epochs",
+      "quick_wall": seconds(quick["wall_time_s"]),
+      "quick_table": table(["order noise", "stage", "text", "image", "group score",
+                            "GroupMatch"], rows),
+      "full_seeds": str(full["config"]["seeds"]),
+      "full_groups": thousands(full["config"]["groups"]),
+      "full_rounds": f"{full['config']['rounds']} rounds x {full['config']['epochs']} epochs",
+      "full_wall": seconds(full["wall_time_s"]),
+      "full_table": table(["order noise", "stage", "group score", "GroupMatch"], frows),
+      "reveal": span([_ttm(quick, nz, "before", "group_match").mean() for nz in noises]),
+      "turns": ", ".join(f"{f(_ttm(quick, nz, 'before', 'group').mean())} → "
+                         f"{f(_ttm(quick, nz, 'after', 'group').mean())}" for nz in noises),
+      "lo_gm": f"{fmt(_ttm(full, lo, 'before', 'group_match').mean())} → "
+               f"{fmt(_ttm(full, lo, 'after', 'group_match').mean())}",
+      "lo_up": (f"up in all {n} seeds" if np.all(d_lo > 0)
+                else f"up in {int(np.sum(d_lo > 0))} of {n} seeds")
+               + f", {span(d_lo, lambda v: signed(v, 2), sep=' to ')}",
+      "hi_counts": f"up in {int(np.sum(d_hi > 0))} seeds and down in {int(np.sum(d_hi < 0))}",
+      "hi_gm": f"{fmt(_ttm(full, hi, 'before', 'group_match').mean())} → "
+               f"{fmt(_ttm(full, hi, 'after', 'group_match').mean())}",
+      "hi_worst": f"{f(_ttm(full, hi, 'before', 'group_match')[worst])} → "
+                  f"{f(_ttm(full, hi, 'after', 'group_match')[worst])}",
+  }
+
+
+CONFIGS = {"full": dict(check=False)}
+
+
+def cli() -> ExperimentCLI:
+  """The command line (the same mechanism as the experiments'): ``--check``."""
+  return ExperimentCLI(__doc__, CONFIGS,
+                       helps={"check": "write nothing; exit 1 listing the regions that differ"})
+
+
+def main(argv: list[str] | None = None) -> int:
+  _, _, cfg = cli().parse(argv)
+  if cfg["check"]:
+    diff = stale()
+    for path, regions in diff.items():
+      for key, old, new in regions:
+        print(f"{path}: gen:{key}\n  committed: {old[:200]!r}\n  generated: {new[:200]!r}")
+    print("generated docs are up to date" if not diff
+          else f"{sum(map(len, diff.values()))} generated regions differ; run "
+               "`python -m experiments.docs`")
+    return 1 if diff else 0
+  for path in doc_files():
+    with open(path) as fh:
+      text, changed = render(fh.read())
+    if changed:
+      with open(path, "w") as fh:
+        fh.write(text)
+      print(f"{os.path.relpath(path, ROOT)}: {len(changed)} regions updated")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

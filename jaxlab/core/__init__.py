@@ -1,0 +1,25 @@
+"""Leaf utilities that every other jaxlab package (and ``kernels_pallas``) may import.
+
+Nothing here imports another jaxlab package. Modules: :mod:`~jaxlab.core.rng`
+(PRNG keys in typed and raw form, counter-hash random bits),
+:mod:`~jaxlab.core.checks` (argument checks on concrete values),
+:mod:`~jaxlab.core.stats` (the spread-over-seeds convention).
+"""
+
+from jaxlab.core import checks, rng, stats
+from jaxlab.core.checks import check_int, check_range, concrete, is_traced
+from jaxlab.core.rng import (
+    as_key,
+    as_key_data,
+    hash_bits,
+    key_words,
+    random_bits,
+    split_key_data,
+    split_leaf_keys,
+    stream_key_data,
+)
+from jaxlab.core.stats import Spread, format_spread, spread
+
+__all__ = ["Spread", "as_key", "as_key_data", "check_int", "check_range", "checks", "concrete",
+           "format_spread", "hash_bits", "is_traced", "key_words", "random_bits", "rng",
+           "split_key_data", "split_leaf_keys", "spread", "stats", "stream_key_data"]

@@ -1,0 +1,47 @@
+"""Test beds and data sets, in one place (imports only :mod:`jaxlab.core`).
+
+Modules:
+
+* :mod:`~jaxlab.data.digits`: scikit-learn's 8 x 8 digits, loaded once, in named
+  preprocessing variants (:func:`load_digits`: ``"pixels"``, ``"unit_images"``,
+  ``"signed"``).
+* :mod:`~jaxlab.data.markov_text`: documents from random sparse Markov chains
+  (TREC's corpus), generated from a key.
+* :mod:`~jaxlab.data.mixtures`: isotropic Gaussian mixtures (ring centres,
+  sampling, exact log-density).
+* :mod:`~jaxlab.data.reward_tasks`: data sets with a known reward and drift
+  proxies, and reward-labelled preference pairs with flipped labels (alpha-DPO).
+* :mod:`~jaxlab.data.reason_pairs`: reason-annotated preference pairs under a
+  spurious feature (ReCouPLe's synthetic test bed, :class:`PreferenceData`).
+* :mod:`~jaxlab.data.digit_pairs`: digit-pair images with relational captions
+  (Test-Time Matching's test bed).
+* :mod:`~jaxlab.data.matching_instances`: incremental-matching instances
+  (uniform, clustered, digits L1, road graph).
+* :mod:`~jaxlab.data.optim_problems`: optimizer test problems (Rosenbrock, least
+  squares, digits / MNIST / CIFAR-10 classification through ``tfds.data_source``).
+
+The methods' old import paths (``jaxlab.models.markov_text``,
+``jaxlab.matching.instances``, ``jaxlab.optim.problems``,
+``jaxlab.preference.digit_pairs``, ``jaxlab.preference.recouple.PreferenceData``)
+re-export from here.
+"""
+
+import importlib
+
+from jaxlab.data.digits import Digits, load_digits
+from jaxlab.data.reason_pairs import PreferenceData
+
+_MODULES = ("digit_pairs", "digits", "markov_text", "matching_instances", "mixtures",
+            "optim_problems", "reason_pairs", "reward_tasks")
+
+
+def __getattr__(name: str):
+  # submodules load on first use (PEP 562): importing the transformer through
+  # jaxlab.models need not import scipy for the matching instances
+  if name in _MODULES:
+    return importlib.import_module(f"jaxlab.data.{name}")
+  raise AttributeError(f"module 'jaxlab.data' has no attribute {name!r}")
+
+
+__all__ = ["Digits", "PreferenceData", "digit_pairs", "digits", "load_digits", "markov_text",
+           "matching_instances", "mixtures", "optim_problems", "reason_pairs", "reward_tasks"]

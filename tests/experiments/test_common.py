@@ -1,0 +1,41 @@
+"""experiments.common's writers: curves downsampled to fit 1 MB, provenance recorded."""
+
+import json
+
+from experiments import common
+
+
+def test_downsample_keeps_ends_and_leaves_summaries_alone():
+  result = {"history": {"loss": [float(i) for i in range(1000)],
+                        "per_seed": [[i, -i] for i in range(300)]},
+            "final": {"mean": 0.123456789, "per_seed": [1.0, 2.0, 3.0]}, "name": "x"}
+  small = common.downsample_curves(result, 100)
+  loss = small["history"]["loss"]
+  assert len(loss) == 100 and loss[0] == 0.0 and loss[-1] == 999.0
+  assert loss == sorted(loss)  # evenly spaced, in order
+  assert len(small["history"]["per_seed"]) == 100
+  assert small["history"]["per_seed"][-1] == [299, -299]
+  assert small["final"] == result["final"] and small["name"] == "x"
+
+
+def test_compact_results_fits_the_budget_and_says_so():
+  big = {"curve": [i * 1.000001 for i in range(20000)], "summary": {"r": 0.5}}
+  assert len(common.dumps(big)) > 100_000
+  small = common.compact_results(big, max_bytes=20_000)
+  assert len(common.dumps(small)) <= 20_000
+  assert small["summary"] == {"r": 0.5}
+  assert small["downsampled"]["curve_points"] < 20000
+  fits = {"curve": [1.0, 2.0], "summary": {"r": 0.5}}
+  assert common.compact_results(fits) == fits  # already small: unchanged
+
+
+def test_save_json_records_provenance(tmp_path):
+  path = tmp_path / "results.json"
+  common.save_json(str(path), {"x": [1, 2, 3]}, "dipper", ["--quick", "--seeds", "2"])
+  saved = json.loads(path.read_text())
+  prov = saved["provenance"]
+  assert prov["command"] == "python -m experiments.dipper --quick --seeds 2"
+  assert set(prov["versions"]) == {"jax", "jaxlib", "flax", "optax", "numpy"}
+  assert prov["versions"]["jax"] and prov["device"] and prov["backend"]
+  assert "git_commit" in prov
+  assert '"x": [1, 2, 3]' in path.read_text()  # number lists on one line
