@@ -17,7 +17,6 @@ sample standard deviation (``ddof=1``), ``lo-hi`` the min-max over seeds.
 
 from __future__ import annotations
 
-import argparse
 import functools
 import glob
 import json
@@ -28,6 +27,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from experiments.common import ExperimentCLI
 from jaxlab.core.stats import spread
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -972,12 +972,18 @@ def ttm_docs() -> dict[str, str]:
   }
 
 
+CONFIGS = {"full": dict(check=False)}
+
+
+def cli() -> ExperimentCLI:
+  """The command line (the same mechanism as the experiments'): ``--check``."""
+  return ExperimentCLI(__doc__, CONFIGS,
+                       helps={"check": "write nothing; exit 1 listing the regions that differ"})
+
+
 def main(argv: list[str] | None = None) -> int:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--check", action="store_true",
-                      help="write nothing; exit 1 listing the regions that differ")
-  args = parser.parse_args(argv)
-  if args.check:
+  _, _, cfg = cli().parse(argv)
+  if cfg["check"]:
     diff = stale()
     for path, regions in diff.items():
       for key, old, new in regions:

@@ -2,11 +2,15 @@
 
 Each notebook reads ``JAXLAB_NOTEBOOK_SCALE`` (``tiny`` here) in its first code
 cell and sizes its demo cells and its experiment run (``--smoke``) by it. The
-first cell's pip install is skipped because jaxlab is importable. Notebooks run
-in a fresh kernel in a temporary directory, so their results never land in the
-repository.
+first cell's install is the same in every notebook; it runs for real, offline, in
+the first notebook (``JAXLAB_CHECKOUT`` names this checkout: ``pip install
+--no-deps --no-build-isolation -e``) and is skipped in the others because jaxlab
+is importable. Notebooks run in a fresh kernel in a temporary directory, so their
+results never land in the repository.
 """
 
+import importlib.metadata
+import json
 import os
 import pathlib
 
@@ -14,8 +18,33 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-COLAB = pathlib.Path(__file__).parents[2] / "colab"
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+COLAB = ROOT / "colab"
 NOTEBOOKS = sorted(COLAB.glob("*.ipynb"))
+
+
+def _install_block(path: pathlib.Path) -> str:
+  """The first code cell up to the scale setting: the part that installs jaxlab."""
+  first = next(c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code")
+  return first.source.split("# \"quick\"")[0]
+
+
+def _installed_from_this_checkout() -> bool:
+  """Whether this environment's jaxlab is an editable install of this checkout, so that
+  reinstalling it from here changes nothing (never repoint another checkout's install)."""
+  # every jaxlab metadata on sys.path: the checkout's own jaxlab.egg-info (what an editable
+  # build leaves there) has no direct_url.json; the installed one names its source
+  for dist in importlib.metadata.distributions(name="jaxlab"):
+    url = json.loads(dist.read_text("direct_url.json") or "{}").get("url", "")
+    if url.removeprefix("file://").rstrip("/") == str(ROOT):
+      return True
+  return False
+
+
+def test_every_notebook_installs_the_same_way():
+  blocks = {p.stem: _install_block(p) for p in NOTEBOOKS}
+  assert len(set(blocks.values())) == 1, "install cells differ: " + ", ".join(blocks)
+  assert "JAXLAB_CHECKOUT" in blocks[NOTEBOOKS[0].stem]
 
 
 def test_every_method_has_a_notebook():
@@ -28,6 +57,12 @@ def test_every_method_has_a_notebook():
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_runs(path, tmp_path, monkeypatch):
   monkeypatch.setenv("JAXLAB_NOTEBOOK_SCALE", "tiny")
+  # The install cell runs for real in one notebook (they share it, see above), offline.
+  install = path == NOTEBOOKS[0] and _installed_from_this_checkout()
+  if install:
+    monkeypatch.setenv("JAXLAB_CHECKOUT", str(ROOT))
+  else:
+    monkeypatch.delenv("JAXLAB_CHECKOUT", raising=False)
   monkeypatch.delenv("MPLBACKEND", raising=False)  # the kernel's own inline backend, as in Colab
   nb = nbformat.read(path, as_version=4)
   first_code = next(c for c in nb.cells if c.cell_type == "code")
@@ -36,6 +71,8 @@ def test_notebook_runs(path, tmp_path, monkeypatch):
                  resources={"metadata": {"path": str(tmp_path)}}).execute()
   outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
   assert not [o for o in outputs if o.get("output_type") == "error"]
+  installed = any("installed jaxlab from" in o.get("text", "") for o in outputs)
+  assert installed == install
   # every notebook ends by running its experiment, which writes a summary table, and shows
   # its figures inline (importing an experiment must not switch matplotlib's backend)
   assert list(tmp_path.glob("results/*/summary.md")), os.listdir(tmp_path)
