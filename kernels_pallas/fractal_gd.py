@@ -49,8 +49,12 @@ class GDCarry(NamedTuple):
   t: jax.Array       # int32 scalar, steps taken so far
 
 
-def _gd_body(c: GDCarry, y, lam, eta, tol2, bound) -> GDCarry:
-  """Checks every running start, then takes one GD step on those still running."""
+def _gd_body(c: GDCarry, y, lam, eta, tol2, bound, max_steps) -> GDCarry:
+  """Checks every running start, then takes one GD step on those still running.
+
+  The check at ``t == max_steps`` only classifies the point reached after
+  ``max_steps`` steps: no start moves then, so none takes more than ``max_steps``.
+  """
   r = jnp.sum(c.u * c.v, axis=0) - y
   gu = 2.0 * (r * c.v + lam * c.u)
   gv = 2.0 * (r * c.u + lam * c.v)
@@ -60,7 +64,7 @@ def _gd_body(c: GDCarry, y, lam, eta, tol2, bound) -> GDCarry:
   diverged = ~(n2 < bound) | ~(g2 < jnp.inf)  # also catches NaN
   status = jnp.where(running & diverged, DIVERGED,
                      jnp.where(running & (g2 < tol2), CONVERGED, c.status))
-  still = status == RUNNING
+  still = (status == RUNNING) & (c.t < max_steps)
   u = jnp.where(still[None], c.u - eta * gu, c.u)
   v = jnp.where(still[None], c.v - eta * gv, c.v)
   steps = jnp.where(running, c.t, c.steps)
@@ -76,7 +80,8 @@ def _run(u, v, y, lam, eta, tol2, bound, max_steps) -> GDCarry:
     # (A sum over int32, not jnp.any: Triton lowers neither reduce_or nor a bool max.)
     return (c.t <= max_steps) & (jnp.sum((c.status == RUNNING).astype(jnp.int32)) > 0)
 
-  out = jax.lax.while_loop(cond, lambda c: _gd_body(c, y, lam, eta, tol2, bound), init)
+  out = jax.lax.while_loop(cond, lambda c: _gd_body(c, y, lam, eta, tol2, bound, max_steps),
+                             init)
   return out._replace(steps=jnp.where(out.status == RUNNING, max_steps, out.steps))
 
 

@@ -86,9 +86,6 @@ def test_kernel_matches_numpy_gd_loop():
   assert np.all(np.linalg.norm(grad, axis=0) < 1e-4 * 1.01)
 
 
-@pytest.mark.xfail(strict=True, reason="a start still running at max_steps takes one more GD "
-                   "step (max_steps + 1) than its reported steps; the loop body moves every "
-                   "start still running after the last check")
 def test_running_start_stops_after_max_steps_steps():
   u = np.array([[1e-3]], np.float32)  # near the saddle at the origin: slow to leave
   args = (1.0, 0.0, 1e-4, 1e-6, 1e8)
