@@ -120,15 +120,22 @@ def low_batch(buffer: Buffer, e: jax.Array, t: jax.Array, future: jax.Array, her
           "masks": jnp.ones(e.shape[0])}
 
 
+def _draw(buffer: Buffer, key: jax.Array, batch_size: int, length: int,
+          her_prob: Any) -> tuple[jax.Array, ...]:
+  """Uniform stored episodes ``e`` and positions ``i < length``, a future index per
+  position and the HER coin: what both levels' samplers draw, in this key order."""
+  k_e, k_i, k_f, k_her = jax.random.split(key, 4)
+  e = jax.random.randint(k_e, (batch_size,), 0, buffer.size)
+  i = jax.random.randint(k_i, (batch_size,), 0, length)
+  future = future_index(i, jax.random.uniform(k_f, (batch_size,)), length)
+  her = jax.random.uniform(k_her, (batch_size,)) < her_prob
+  return e, i, future, her
+
+
 def sample_low(buffer: Buffer, key: jax.Array, batch_size: int, her_prob: Any,
                threshold: Any) -> dict:
   """:func:`low_batch` at uniform stored episodes and steps, HER with ``her_prob``."""
-  horizon = buffer.act.shape[1]
-  k_e, k_t, k_f, k_her = jax.random.split(key, 4)
-  e = jax.random.randint(k_e, (batch_size,), 0, buffer.size)
-  t = jax.random.randint(k_t, (batch_size,), 0, horizon)
-  future = future_index(t, jax.random.uniform(k_f, (batch_size,)), horizon)
-  her = jax.random.uniform(k_her, (batch_size,)) < her_prob
+  e, t, future, her = _draw(buffer, key, batch_size, buffer.act.shape[1], her_prob)
   return low_batch(buffer, e, t, future, her, threshold)
 
 
@@ -152,12 +159,7 @@ def high_batch(buffer: Buffer, e: jax.Array, k: jax.Array, future: jax.Array, he
 def sample_high(buffer: Buffer, key: jax.Array, batch_size: int, her_prob: Any,
                 threshold: Any) -> dict:
   """:func:`high_batch` at uniform stored episodes and windows, HER with ``her_prob``."""
-  num_windows = buffer.high_act.shape[1]
-  k_e, k_k, k_f, k_her = jax.random.split(key, 4)
-  e = jax.random.randint(k_e, (batch_size,), 0, buffer.size)
-  k = jax.random.randint(k_k, (batch_size,), 0, num_windows)
-  future = future_index(k, jax.random.uniform(k_f, (batch_size,)), num_windows)
-  her = jax.random.uniform(k_her, (batch_size,)) < her_prob
+  e, k, future, her = _draw(buffer, key, batch_size, buffer.high_act.shape[1], her_prob)
   return high_batch(buffer, e, k, future, her, threshold)
 
 
