@@ -28,7 +28,7 @@ from collections.abc import Callable
 import numpy as np
 
 from experiments.common import ExperimentCLI
-from jaxlab.core.stats import spread
+from experiments.common import sample_std as std  # the house spread (jaxlab.core.stats)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "docs", "results")
@@ -84,11 +84,6 @@ def seconds(x: float) -> str:
 
 def signed(x: float, decimals: int = 3) -> str:
   return ("+" if x >= 0 else "") + f(x, decimals)
-
-
-def std(values) -> float:
-  """Sample standard deviation (``ddof=1``) of per-seed values; NaN for one seed."""
-  return spread(values).std
 
 
 def pm(values, fmt: Callable[[float], str] = f, std_fmt: Callable[[float], str] | None = None
