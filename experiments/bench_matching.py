@@ -72,7 +72,7 @@ def ratios(result: dict) -> list[Ratio]:
   return out
 
 
-CONFIGS = {"full": dict(n=[1000, 2000, 10000]), "quick": dict(n=[1000, 2000])}
+CONFIGS = {"full": dict(n=[1000, 2000, 10000]), "quick": dict(n=[1000])}
 
 
 def cli() -> ExperimentCLI:

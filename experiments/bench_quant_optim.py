@@ -72,7 +72,7 @@ def state_bytes(state) -> int:
 
 # The timing settings by scale (CONFIGS above names the optimizers).
 SETTINGS = {"full": dict(repeats=10, inner=20, configs=list(CONFIGS)),
-            "quick": dict(repeats=3, inner=5, configs=list(CONFIGS))}
+            "quick": dict(repeats=3, inner=3, configs=list(CONFIGS))}
 
 
 def cli() -> ExperimentCLI:

@@ -56,8 +56,8 @@ ARMS = {
 CONFIGS = {
     "smoke": dict(hidden=(16, 16), episodes=40, pretrain=20, steps=40, eval_every=20, seeds=2,
                   eval_episodes=8, batch=32),
-    "quick": dict(hidden=(128, 128), episodes=1000, pretrain=2000, steps=6000, eval_every=1000,
-                  seeds=3, eval_episodes=100, batch=256),
+    "quick": dict(hidden=(64, 64), episodes=500, pretrain=500, steps=1500, eval_every=500,
+                  seeds=2, eval_episodes=50, batch=128),
     "full": dict(hidden=(128, 128), episodes=2000, pretrain=5000, steps=20000,
                  eval_every=2000, seeds=5, eval_episodes=200, batch=256),
 }

@@ -58,9 +58,9 @@ TOL = 1e-7  # float64 throughout: float32 iterates lock into round-off cycles ne
 CONFIGS = {
     "smoke": dict(resolution=64, max_steps=600, map_fracs=(0.95,), seeds=1, bisect_iters=6,
                   sens_fracs=(0.5, 0.95), pairs=128, balance_starts=128, radius=2.5),
-    "quick": dict(resolution=384, max_steps=3000, map_fracs=(0.9, 0.97), seeds=2,
-                  bisect_iters=14, sens_fracs=(0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99),
-                  pairs=8192, balance_starts=8192, radius=2.5),
+    "quick": dict(resolution=256, max_steps=2000, map_fracs=(0.9, 0.97), seeds=2,
+                  bisect_iters=12, sens_fracs=(0.3, 0.5, 0.7, 0.9, 0.95, 0.99),
+                  pairs=4096, balance_starts=4096, radius=2.5),
     "full": dict(resolution=1024, max_steps=6000, map_fracs=(0.9, 0.97), seeds=3,
                  bisect_iters=18, sens_fracs=(0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995),
                  pairs=32768, balance_starts=32768, radius=2.5),

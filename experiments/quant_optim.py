@@ -528,9 +528,9 @@ CONFIGS = {
     # "smoke": the tests' setting (every code path, seconds of compute).
     "smoke": dict(seeds=1, rosen_steps=40, horizons=[20, 40], ablation_mantissas=[1, 7],
                   ls_steps=40, mlp_steps=20, mlp_mantissas=[2, 23], mlp_lr=1e-3),
-    "quick": dict(seeds=2, rosen_steps=1000, horizons=[250, 500, 1000, 2000],
-                  ablation_mantissas=[1, 4, 7], ls_steps=1000, mlp_steps=400,
-                  mlp_mantissas=[1, 2, 3, 4, 5, 7, 10, 23], mlp_lr=1e-3),
+    "quick": dict(seeds=2, rosen_steps=500, horizons=[250, 1000],
+                  ablation_mantissas=[1, 4], ls_steps=500, mlp_steps=200,
+                  mlp_mantissas=[1, 2, 4, 7, 23], mlp_lr=1e-3),
     "full": dict(seeds=5, rosen_steps=4000, horizons=[250, 500, 1000, 2000, 4000, 8000, 16000],
                  ablation_mantissas=[1, 4, 7], ls_steps=2000, mlp_steps=2000,
                  mlp_mantissas=[1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 23], mlp_lr=1e-3),

@@ -101,7 +101,7 @@ CONFIGS = {
                   hidden=(32, 32), batch=32, steps=150, few_shot_steps=30, log_every=10),
     "quick": dict(seeds=3, methods=tuple(METHODS), settings=(("partial", 0.25), ("all", 0.25)),
                   segment_len=16, train_pairs=1000, test_pairs=500, few_shot_pairs=64,
-                  hidden=(64, 64), batch=64, steps=1500, few_shot_steps=200, log_every=50),
+                  hidden=(64, 64), batch=64, steps=600, few_shot_steps=100, log_every=50),
     # full: about 18 min of CPU on 2 cores (estimated from the quick run's step cost)
     "full": dict(seeds=5, methods=tuple(METHODS),
                  settings=(("partial", 0.25), ("partial", 0.5), ("all", 0.25), ("all", 0.5)),

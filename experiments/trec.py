@@ -68,7 +68,7 @@ CONFIGS = {
     "smoke": dict(MODEL, vocab=16, d_model=16, layers=1, seq_len=16, steps=60, batch=4,
                   tau_fracs=(0.2, 2.0), trec_seeds=1, slice_fracs=(0.05, 0.1),
                   arms=("predicted_ema", "predicted_calibrated", "end"), seeds=2, eval_seqs=64),
-    "quick": dict(MODEL, steps=600, batch=16, tau_fracs=(0.1, 0.5, 2.0), trec_seeds=1,
+    "quick": dict(MODEL, steps=400, batch=16, tau_fracs=(0.1, 0.5, 2.0), trec_seeds=1,
                   slice_fracs=(0.03, 0.1), arms=("predicted_ema", "predicted_calibrated", "end"),
                   seeds=3, eval_seqs=512),
     "full": dict(MODEL, steps=2000, batch=16, tau_fracs=(0.1, 0.5, 2.0), trec_seeds=2,
