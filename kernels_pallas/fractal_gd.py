@@ -25,6 +25,10 @@ Layout: the factor dimension ``d`` is padded with zeros to a power of two
 and starts are padded to a multiple of ``block``; padded starts sit at the
 origin (a stationary point: they stop at once) and are dropped. Scalars travel as one small
 array so a new step size does not recompile.
+
+Platforms (picked by the platform lowered for, ``lax.platform_dependent``): Triton
+on GPU, float32 and float64; Mosaic on TPU, float32 only (scalars in SMEM, blocks
+of at least 128 starts), a float64 grid runs :func:`gd_grid_reference` there.
 """
 
 from __future__ import annotations
