@@ -25,16 +25,23 @@ Layout: the factor dimension ``d`` is padded with zeros to a power of two
 and starts are padded to a multiple of ``block``; padded starts sit at the
 origin (a stationary point: they stop at once) and are dropped. Scalars travel as one small
 array so a new step size does not recompile.
+
+Platforms (picked by the platform lowered for, ``lax.platform_dependent``): Triton
+on GPU, float32 and float64; Mosaic on TPU, float32 only (scalars in SMEM, blocks
+of at least 128 starts), a float64 grid runs :func:`gd_grid_reference` there.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
+from jax import lax
 from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
 from jax.experimental.pallas import triton as plt
 
 RUNNING, CONVERGED, DIVERGED = 0, 1, 2
@@ -62,8 +69,10 @@ def _gd_body(c: GDCarry, y, lam, eta, tol2, bound, max_steps) -> GDCarry:
   n2 = jnp.sum(c.u * c.u + c.v * c.v, axis=0)
   running = c.status == RUNNING
   diverged = ~(n2 < bound) | ~(g2 < jnp.inf)  # also catches NaN
-  status = jnp.where(running & diverged, DIVERGED,
-                     jnp.where(running & (g2 < tol2), CONVERGED, c.status))
+  # int32 constants: under jax.enable_x64 a Python int would be an int64 scalar,
+  # which Mosaic (TPU) does not lower.
+  status = jnp.where(running & diverged, jnp.int32(DIVERGED),
+                     jnp.where(running & (g2 < tol2), jnp.int32(CONVERGED), c.status))
   still = (status == RUNNING) & (c.t < max_steps)
   u = jnp.where(still[None], c.u - eta * gu, c.u)
   v = jnp.where(still[None], c.v - eta * gv, c.v)
@@ -77,12 +86,13 @@ def _run(u, v, y, lam, eta, tol2, bound, max_steps) -> GDCarry:
 
   def cond(c):
     # max_steps + 1 checks: the last one only classifies the point after max_steps steps.
-    # (A sum over int32, not jnp.any: Triton lowers neither reduce_or nor a bool max.)
-    return (c.t <= max_steps) & (jnp.sum((c.status == RUNNING).astype(jnp.int32)) > 0)
+    # (A max over int32, not jnp.any: Triton lowers neither reduce_or nor a bool max;
+    # not a sum: under jax.enable_x64 jnp.sum widens to int64, which Mosaic does not lower.)
+    return (c.t <= max_steps) & (jnp.max((c.status == RUNNING).astype(jnp.int32)) > 0)
 
   out = jax.lax.while_loop(cond, lambda c: _gd_body(c, y, lam, eta, tol2, bound, max_steps),
                              init)
-  return out._replace(steps=jnp.where(out.status == RUNNING, max_steps, out.steps))
+  return out._replace(steps=jnp.where(out.status == RUNNING, jnp.int32(max_steps), out.steps))
 
 
 def _check(u, v):
@@ -126,17 +136,41 @@ def _kernel(s_ref, u_ref, v_ref, uo_ref, vo_ref, steps_ref, status_ref, *, max_s
   status_ref[...] = out.status
 
 
-@functools.partial(jax.jit, static_argnames=("max_steps", "block", "interpret"))
-def gd_grid_pallas(u, v, y, lam, eta, tol, bound, *, max_steps: int, block: int = 256,
-                   interpret: bool = False):
-  """The Pallas kernel: same outputs as :func:`gd_grid_reference`.
+TPU_MIN_BLOCK = 128  # one lane row: Mosaic tiles a (d_pad, block) block's last dimension by 128
 
-  Grid: one program per ``block`` starts (``block`` a power of two), each a
-  ``while_loop`` over GD steps on a ``(d_pad, block)`` tile held in registers.
-  """
-  _check(u, v)
-  if block <= 0 or block & (block - 1):
-    raise ValueError(f"block must be a power of two, got {block}")
+
+def _call(scal, u, v, *, tpu: bool, max_steps: int, block: int, interpret: Any):
+  """One ``pallas_call`` on padded ``(d_pad, N_pad)`` starts; ``N_pad % block == 0``."""
+  dp, npad = u.shape
+  tile = pl.BlockSpec((dp, block), lambda i: (0, i))
+  row = pl.BlockSpec((block,), lambda i: (i,))
+  if tpu:
+    # Scalars in SMEM; start blocks are independent ("parallel": split over cores).
+    scalar = pl.BlockSpec(memory_space=pltpu.SMEM)
+    compiler_params = pltpu.CompilerParams(dimension_semantics=("parallel",))
+  else:
+    scalar = pl.BlockSpec((8,), lambda i: (0,))
+    compiler_params = None if interpret else plt.CompilerParams(num_warps=4)
+  return pl.pallas_call(
+      functools.partial(_kernel, max_steps=max_steps),
+      grid=(npad // block,),
+      in_specs=[scalar, tile, tile],
+      out_specs=[tile, tile, row, row],
+      out_shape=[jax.ShapeDtypeStruct((dp, npad), u.dtype),
+                 jax.ShapeDtypeStruct((dp, npad), u.dtype),
+                 jax.ShapeDtypeStruct((npad,), jnp.int32),
+                 jax.ShapeDtypeStruct((npad,), jnp.int32)],
+      interpret=interpret,
+      compiler_params=compiler_params,
+      name="fractal_gd_grid",
+  )(scal, u, v)
+
+
+def _padded_call(u, v, y, lam, eta, tol, bound, *, tpu: bool, max_steps: int, block: int,
+                 interpret: Any):
+  """Pads ``d`` to a power of two and the starts to ``block``, runs one variant, unpads."""
+  if tpu:
+    block = max(block, TPU_MIN_BLOCK)
   d, n = u.shape
   dt = u.dtype
   dp = 1 << max(d - 1, 0).bit_length()
@@ -144,27 +178,83 @@ def gd_grid_pallas(u, v, y, lam, eta, tol, bound, *, max_steps: int, block: int 
   pad = lambda x: jnp.pad(x, ((0, dp - d), (0, npad - n)))
   scal = jnp.stack([jnp.asarray(a, dt) for a in (y, lam, eta, jnp.square(tol), bound)]
                    + [jnp.zeros((), dt)] * 3)
-  tile = pl.BlockSpec((dp, block), lambda i: (0, i))
-  row = pl.BlockSpec((block,), lambda i: (i,))
-  uo, vo, steps, status = pl.pallas_call(
-      functools.partial(_kernel, max_steps=max_steps),
-      grid=(npad // block,),
-      in_specs=[pl.BlockSpec((8,), lambda i: (0,)), tile, tile],
-      out_specs=[tile, tile, row, row],
-      out_shape=[jax.ShapeDtypeStruct((dp, npad), dt), jax.ShapeDtypeStruct((dp, npad), dt),
-                 jax.ShapeDtypeStruct((npad,), jnp.int32),
-                 jax.ShapeDtypeStruct((npad,), jnp.int32)],
-      interpret=interpret,
-      compiler_params=None if interpret or jax.default_backend() == "tpu" else
-      plt.CompilerParams(num_warps=4),
-      name="fractal_gd_grid",
-  )(scal, pad(u), pad(v))
+  uo, vo, steps, status = _call(scal, pad(u), pad(v), tpu=tpu, max_steps=max_steps,
+                                block=block, interpret=interpret)
   return uo[:d, :n], vo[:d, :n], steps[:n], status[:n]
 
 
+@functools.partial(jax.jit, static_argnames=("max_steps", "block", "interpret"))
+def _gd_grid_pallas(u, v, y, lam, eta, tol, bound, *, max_steps, block, interpret):
+  args = (u, v, y, lam, eta, tol, bound)
+  kw = dict(max_steps=max_steps, block=block, interpret=interpret)
+  if isinstance(interpret, pltpu.InterpretParams):
+    return _padded_call(*args, tpu=True, **kw)
+  if interpret:
+    return _padded_call(*args, tpu=False, **kw)
+  gpu = functools.partial(_padded_call, tpu=False, **kw)
+  if u.dtype == jnp.float64:
+    # Mosaic (TPU) has no float64: the TPU branch is the jnp reference.
+    tpu = functools.partial(gd_grid_reference, max_steps=max_steps)
+  else:
+    tpu = functools.partial(_padded_call, tpu=True, **kw)
+  # The platform lowered for picks the branch (an export for TPU from a CPU host too);
+  # on CPU the default branch's pallas_call says that only interpret mode runs there.
+  return lax.platform_dependent(*args, tpu=tpu, default=gpu)
+
+
+def _check_kernel_args(u, v, block, interpret):
+  _check(u, v)
+  if not jnp.issubdtype(u.dtype, jnp.floating) or u.dtype != v.dtype:
+    raise TypeError(f"u and v must share a float dtype, got {u.dtype} and {v.dtype}")
+  if isinstance(block, bool) or not isinstance(block, (int, np.integer)):
+    raise TypeError(f"block must be an int, got {block!r}")
+  if block <= 0 or block & (block - 1):
+    raise ValueError(f"block must be a power of two, got {block}")
+  if not isinstance(interpret, (bool, pltpu.InterpretParams)):
+    raise TypeError(f"interpret must be a bool or a pltpu.InterpretParams, got {interpret!r}")
+
+
+def gd_grid_pallas(u, v, y, lam, eta, tol, bound, *, max_steps: int, block: int = 256,
+                   interpret: bool | pltpu.InterpretParams = False):
+  """The Pallas kernel: same outputs as :func:`gd_grid_reference`.
+
+  Grid: one program per ``block`` starts, each a ``while_loop`` over GD steps on
+  a ``(d_pad, block)`` tile held in registers (GPU) or VMEM (TPU).
+
+  Args:
+    u, v, y, lam, eta, tol, bound, max_steps: as in :func:`gd_grid_reference`.
+    block: starts per program, a power of two (static). On TPU at least
+      ``TPU_MIN_BLOCK`` (128, one lane row) is used; the results do not depend
+      on it (every start runs alone).
+    interpret: False compiles for the platform the call is lowered for: Triton
+      on GPU (float32 and float64), Mosaic on TPU (float32; float64 runs the
+      jnp reference there, Mosaic has no float64). True runs the GPU layout in
+      Pallas' generic interpreter, a ``pltpu.InterpretParams`` the TPU layout
+      (scalars in SMEM) in the TPU interpreter.
+
+  Returns:
+    ``(u, v, steps, status)`` as :func:`gd_grid_reference`.
+  """
+  _check_kernel_args(u, v, block, interpret)
+  return _gd_grid_pallas(u, v, y, lam, eta, tol, bound, max_steps=max_steps, block=int(block),
+                         interpret=interpret)
+
+
 def gd_grid(u, v, y, lam, eta, tol, bound, *, max_steps: int, use_kernel: bool | None = None):
-  """Dispatcher: the Pallas kernel on GPU/TPU, the jnp reference elsewhere."""
+  """Dispatcher: the Pallas kernel on GPU/TPU, the jnp reference elsewhere.
+
+  ``use_kernel=None`` decides by the platform the computation is lowered for
+  (``lax.platform_dependent``), not by ``jax.default_backend()``, so an export
+  for CUDA or TPU from a CPU host gets the kernel (float64 on TPU: the
+  reference, see :func:`gd_grid_pallas`). True / False force one path.
+  """
+  args = (u, v, y, lam, eta, tol, bound)
   if use_kernel is None:
-    use_kernel = jax.default_backend() in ("gpu", "tpu")
+    _check(u, v)
+    kernel = lambda *a: gd_grid_pallas(*a, max_steps=max_steps)
+    reference = lambda *a: gd_grid_reference(*a, max_steps=max_steps)
+    return lax.platform_dependent(*args, cuda=kernel, rocm=kernel, tpu=kernel, default=reference)
+  if not isinstance(use_kernel, bool):
+    raise TypeError(f"use_kernel must be a bool or None, got {use_kernel!r}")
   fn = gd_grid_pallas if use_kernel else gd_grid_reference
-  return fn(u, v, y, lam, eta, tol, bound, max_steps=max_steps)
+  return fn(*args, max_steps=max_steps)

@@ -318,11 +318,11 @@ def _quantized_adam_kernel(f_ref, i_ref, p_ref, g_ref, m_ref, v_ref, *refs, roun
   v_out[...] = v_new
 
 
-def _default_block_size() -> int:
+def _default_block_size(tpu: bool) -> int:
   # Not tuned on hardware: 1024 elements per Triton program (4 warps, 8 per
   # thread); 16K per TPU grid step (64 KiB per buffer, 11 double-buffered
   # buffers and the body's temporaries well inside the default scoped VMEM).
-  return 16 * _TILE if jax.default_backend() == "tpu" else _TILE
+  return 16 * _TILE if tpu else _TILE
 
 
 @functools.partial(
@@ -341,43 +341,47 @@ def _pallas_step(p, g, m, v, count, hyper, fmt_fields, key, *, rounding, block_s
   iscal = jnp.stack([b for e, man, _ in fmt_arrays for b in (e, man)])
 
   n = p.shape[0]
-  padded = pl.cdiv(n, block_size) * block_size
-  rows, block_rows = padded // LANES, block_size // LANES
-
-  def tile(x):
-    return jnp.pad(x, (0, padded - n)).reshape(rows, LANES)
-
-  arrays = [tile(x) for x in (p, g, m, v)]
-  if rounding == "stochastic":
-    # Same draws as quantize(x, fmt, key=k) makes in the reference.
-    arrays += [tile(random_bits(k, (n,))) for k in _split_keys(key)]
-
-  on_tpu = jax.default_backend() == "tpu" and not interpret
-  if on_tpu:
-    scalar_specs = [pl.BlockSpec(memory_space=pltpu.SMEM)] * 2
-    compiler_params = pltpu.CompilerParams(dimension_semantics=("parallel",))
-  else:
-    scalar_specs = [pl.BlockSpec((_NUM_F,), lambda i: (0,)),
-                    pl.BlockSpec((_NUM_I,), lambda i: (0,))]
-    # Triton on GPU: jax's default Mosaic GPU backend rejects the small scalar
-    # blocks (copies must be multiples of the 128-byte warpgroup size).
-    compiler_params = None if interpret else plt.CompilerParams(num_warps=4)
-  block = pl.BlockSpec((block_rows, LANES), lambda i: (i, 0))
-  out_shape = [jax.ShapeDtypeStruct((rows, LANES), jnp.float32)] * 3
   kernel = functools.partial(_quantized_adam_kernel, rounding=rounding)
-  p_new, m_new, v_new = pl.pallas_call(
-      kernel,
-      out_shape=out_shape,
-      grid=(rows // block_rows,),
-      in_specs=scalar_specs + [block] * len(arrays),
-      out_specs=[block] * 3,
-      # p, m, v are updated in place (operand indices count the two scalar arrays).
-      input_output_aliases={2: 0, 4: 1, 5: 2},
-      compiler_params=compiler_params,
-      interpret=interpret,
-      name="quantized_adam_step",
-  )(fscal, iscal, *arrays)
-  return tuple(x.reshape(padded)[:n] for x in (p_new, m_new, v_new))
+  bits = ([random_bits(k, (n,)) for k in _split_keys(key)]  # the draws quantize() makes
+          if rounding == "stochastic" else [])
+
+  def call(buffers, *, tpu: bool):
+    """The kernel on padded ``(rows, 128)`` views, TPU (Mosaic) or GPU (Triton) layout."""
+    bs = block_size or _default_block_size(tpu)
+    padded = pl.cdiv(n, bs) * bs
+    rows, block_rows = padded // LANES, bs // LANES
+    arrays = [jnp.pad(x, (0, padded - n)).reshape(rows, LANES) for x in buffers]
+    if tpu:
+      scalar_specs = [pl.BlockSpec(memory_space=pltpu.SMEM)] * 2
+      compiler_params = pltpu.CompilerParams(dimension_semantics=("parallel",))
+    else:
+      scalar_specs = [pl.BlockSpec((_NUM_F,), lambda i: (0,)),
+                      pl.BlockSpec((_NUM_I,), lambda i: (0,))]
+      # Triton on GPU: jax's default Mosaic GPU backend rejects the small scalar
+      # blocks (copies must be multiples of the 128-byte warpgroup size).
+      compiler_params = None if interpret else plt.CompilerParams(num_warps=4)
+    block = pl.BlockSpec((block_rows, LANES), lambda i: (i, 0))
+    outs = pl.pallas_call(
+        kernel,
+        out_shape=[jax.ShapeDtypeStruct((rows, LANES), jnp.float32)] * 3,
+        grid=(rows // block_rows,),
+        in_specs=scalar_specs + [block] * len(arrays),
+        out_specs=[block] * 3,
+        # p, m, v are updated in place (operand indices count the two scalar arrays).
+        input_output_aliases={2: 0, 4: 1, 5: 2},
+        compiler_params=compiler_params,
+        interpret=interpret,
+        name="quantized_adam_step",
+    )(fscal, iscal, *arrays)
+    return tuple(x.reshape(padded)[:n] for x in outs)
+
+  buffers = (p, g, m, v, *bits)
+  if interpret:
+    return call(buffers, tpu=False)
+  # The platform lowered for picks the layout (an export for TPU from a CPU host
+  # too); on CPU the default branch's pallas_call says only interpret mode runs there.
+  return lax.platform_dependent(buffers, tpu=functools.partial(call, tpu=True),
+                                default=functools.partial(call, tpu=False))
 
 
 def quantized_adam_step_pallas(
@@ -405,10 +409,13 @@ def quantized_adam_step_pallas(
 
   Args:
     block_size: elements per grid step (static), a power of two and a
-      multiple of 1024; None picks a per-backend default. ``N`` need not be a
+      multiple of 1024; None picks a default per platform lowered for
+      (1024 on GPU, 16384 on TPU). ``N`` need not be a
       multiple: the buffers are zero-padded and sliced back.
     interpret: run the kernel with the Pallas interpreter (any backend, CPU
-      included); otherwise it is compiled with Triton (GPU) or Mosaic (TPU).
+      included); otherwise it is compiled with Triton (GPU) or Mosaic (TPU),
+      chosen by the platform the call is lowered for
+      (``lax.platform_dependent``), not by ``jax.default_backend()``.
 
   Returns:
     ``(p_new, m_new, v_new)``.
@@ -419,9 +426,8 @@ def quantized_adam_step_pallas(
     ...     rounding="stochastic", key=jax.random.key(t), interpret=True)
   """
   fmts = _check_args(p, g, m, v, step, lr, b1, b2, eps, weight_decay, formats, rounding, key)
-  if block_size is None:
-    block_size = _default_block_size()
-  _check_block_size(block_size)
+  if block_size is not None:
+    _check_block_size(block_size)
   if not isinstance(interpret, bool):
     raise TypeError(f"interpret must be a bool, got {interpret!r}")
   if p.shape[0] == 0:
@@ -434,7 +440,8 @@ def quantized_adam_step_pallas(
       p, g, m, v, jnp.asarray(step, jnp.int32), hyper,
       tuple(_format_fields(f) for f in fmts),
       as_key(key) if rounding == "stochastic" else None,
-      rounding=rounding, block_size=int(block_size), interpret=interpret)
+      rounding=rounding, block_size=None if block_size is None else int(block_size),
+      interpret=interpret)
 
 
 def quantized_adam_step(
@@ -462,7 +469,8 @@ def quantized_adam_step(
     p, g, m, v, step, lr, b1, b2, eps, weight_decay, formats, rounding, key:
       as in :func:`quantized_adam_step_reference`.
     use_kernel: force the kernel (True) or the reference (False); None uses
-      the kernel when ``jax.default_backend()`` is "gpu" or "tpu".
+      the kernel when the computation is lowered for CUDA, ROCm or TPU
+      (``lax.platform_dependent``) and the reference otherwise.
     block_size, interpret: passed to :func:`quantized_adam_step_pallas`.
 
   Returns:
@@ -478,13 +486,21 @@ def quantized_adam_step(
     Tang, Li, Zou, "A Convergence Analysis of Adaptive Optimizers under
     Floating-point Quantization", arXiv:2510.21314, ICLR 2026.
   """
-  if use_kernel is None:
-    use_kernel = jax.default_backend() in ("gpu", "tpu", "cuda", "rocm")
-  elif not isinstance(use_kernel, bool):
+  if use_kernel is not None and not isinstance(use_kernel, bool):
     raise TypeError(f"use_kernel must be a bool or None, got {use_kernel!r}")
   kwargs = dict(step=step, lr=lr, b1=b1, b2=b2, eps=eps, weight_decay=weight_decay,
                 formats=formats, rounding=rounding, key=key)
-  if use_kernel:
+
+  def kernel(p, g, m, v):
     return quantized_adam_step_pallas(p, g, m, v, block_size=block_size,
                                       interpret=interpret, **kwargs)
-  return quantized_adam_step_reference(p, g, m, v, **kwargs)
+
+  def reference(p, g, m, v):
+    return quantized_adam_step_reference(p, g, m, v, **kwargs)
+
+  if use_kernel is None:
+    # By the platform lowered for, not jax.default_backend(): an export for
+    # CUDA or TPU from a CPU host gets the kernel.
+    return lax.platform_dependent(p, g, m, v, cuda=kernel, rocm=kernel, tpu=kernel,
+                                  default=reference)
+  return (kernel if use_kernel else reference)(p, g, m, v)

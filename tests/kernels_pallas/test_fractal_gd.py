@@ -4,6 +4,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax._src.pallas.mosaic.interpret import interpret_pallas_call as tpu_interpret  # races
+from jax.experimental.pallas import tpu as pltpu
 
 from kernels_pallas.fractal_gd import CONVERGED, DIVERGED, gd_grid_pallas, gd_grid_reference
 
@@ -94,3 +96,28 @@ def test_running_start_stops_after_max_steps_steps():
   want = _np_gd(u, u, *args, max_steps=50)
   assert int(ker[3][0]) == int(want[3][0]) == 0 and int(ker[2][0]) == want[2][0] == 50
   np.testing.assert_allclose(ker[0], want[0], rtol=1e-6)
+
+
+def test_tpu_layout_matches_numpy_without_races():
+  # The TPU layout (scalars in SMEM, blocks widened to 128 starts) in the TPU interpreter,
+  # two simulated cores splitting the "parallel" start blocks.
+  u, v = _starts(3, 200, seed=1)  # 200 starts: 2 blocks of 128, the last one padded
+  args = (1.0, 0.1, 0.1, 1e-4, 1e8)
+  params = pltpu.InterpretParams(detect_races=True, num_cores_or_threads=2)
+  ker = [np.asarray(x) for x in gd_grid_pallas(jnp.asarray(u), jnp.asarray(v), *args,
+                                               max_steps=300, block=32, interpret=params)]
+  assert not tpu_interpret.races.races_found
+  want = _np_gd(u, v, *args, max_steps=300)
+  np.testing.assert_array_equal(ker[3], want[3])
+  np.testing.assert_array_equal(ker[2], want[2])
+  assert (want[3] == CONVERGED).sum() >= 100 and (want[3] == DIVERGED).sum() >= 4
+  for k, w in zip(ker[:2], want[:2], strict=True):
+    np.testing.assert_allclose(k, w, rtol=1e-4, atol=1e-6)
+
+
+def test_bad_arguments_raise():
+  u = jnp.zeros((2, 8))
+  with pytest.raises(TypeError, match="share a float dtype"):
+    gd_grid_pallas(u, u.astype(jnp.int32), 1.0, 0.0, 0.1, 1e-6, 1e8, max_steps=5)
+  with pytest.raises(TypeError, match="interpret must be a bool or a pltpu.InterpretParams"):
+    gd_grid_pallas(u, u, 1.0, 0.0, 0.1, 1e-6, 1e8, max_steps=5, interpret=1)

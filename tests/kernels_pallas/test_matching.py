@@ -1,9 +1,18 @@
-"""The push-relabel round kernel against its jnp reference (interpret mode)."""
+"""The push-relabel round kernel against its jnp reference and a NumPy loop (interpret mode).
+
+``interpret=True`` runs the GPU variant (each program loops over the column
+tiles); ``pltpu.InterpretParams`` runs the TPU variant (column tiles on a
+sequential grid axis). Interpreters run the grid in order: they cannot show a
+GPU race (``test_lowering.py`` checks that no Triton kernel revisits an output
+block; the rest needs a GPU).
+"""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax._src.pallas.mosaic.interpret import interpret_pallas_call as tpu_interpret  # races
+from jax.experimental.pallas import tpu as pltpu
 
 from kernels_pallas.matching import round_proposals_pallas, round_proposals_reference
 
@@ -122,3 +131,38 @@ def test_choice_is_uniform_over_admissible_servers():
   one = round_proposals_pallas(*args, (jnp.uint32(5), jnp.uint32(9)), (3.0,), block_cols=128,
                                interpret=True)
   assert int(one[0][0]) in range(4) and int(one[1][0]) == -1
+
+
+# -- the TPU variant (column tiles on a sequential grid axis) in the TPU interpreter -------
+def test_tpu_variant_matches_numpy_without_races():
+  """Two simulated cores split the "parallel" row blocks; column tiles run in order.
+
+  The interpreter also shuffles the order of parallel grid points, so marking the
+  column axis "parallel" would break the running results (and this test).
+  """
+  g, n, level = 13, 300, 1  # 2 row blocks, 3 column tiles of 128 (the last one padded)
+  dist, y_r, y_s, el, va, ids, scale0 = _round_inputs(50, g, n)
+  words, divs = (jnp.uint32(12345), jnp.uint32(4000000000)), (2.9, 3.0, 3.4)
+  params = pltpu.InterpretParams(detect_races=True, num_cores_or_threads=2)
+  choice, slack = round_proposals_pallas(dist, y_r, y_s, el, va, ids, jnp.int32(level), scale0,
+                                         words, divs, block_cols=128, interpret=params)
+  assert not tpu_interpret.races.races_found
+  want_choice, want_slack = _np_round(dist, y_r, y_s, el, va, ids, level, scale0,
+                                      (12345, 4000000000), divs)
+  np.testing.assert_array_equal(slack, want_slack)
+  np.testing.assert_array_equal(choice, want_choice)
+  assert (want_choice >= 0).sum() >= 2
+
+
+def test_bad_arguments_raise_before_tracing():
+  dist, y_r, y_s, el, va, ids, scale0 = _round_inputs(0, 4, 16)
+  args = (dist, y_r, y_s, el, va, ids, jnp.int32(0), scale0, (jnp.uint32(1), jnp.uint32(2)),
+          (3.0,))
+  with pytest.raises(ValueError, match="block_cols must be a power of two >= 128"):
+    round_proposals_pallas(*args, block_cols=100, interpret=True)
+  with pytest.raises(ValueError, match="block_rows must be a power of two >= 8"):
+    round_proposals_pallas(*args, block_rows=4, interpret=True)
+  with pytest.raises(ValueError, match=r"y_s must have shape \(16,\)"):
+    round_proposals_pallas(*args[:2], y_s[:3], *args[3:], interpret=True)
+  with pytest.raises(TypeError, match="interpret must be a bool or a pltpu.InterpretParams"):
+    round_proposals_pallas(*args, interpret="yes")
