@@ -100,7 +100,7 @@ CONFIGS = {
                                 "finetune_steps": 20, "batch": 16, "snapshots": 2,
                                 "eval_samples": 64, "lr": 1e-3}}),
     "quick": dict(seeds=3, flips=(0.0, 0.2, 0.4), tasks={
-        "mixture": {**_MIX, "pretrain_steps": 1500, "finetune_steps": 400}}),
+        "mixture": {**_MIX, "pretrain_steps": 1000, "finetune_steps": 400, "eval_samples": 500}}),
     "full": dict(seeds=5, flips=(0.0, 0.2, 0.4), tasks={
         "mixture": {**_MIX, "betas": (10.0, 100.0, 1000.0), "finetune_steps": 1600,
                     "snapshots": 8},

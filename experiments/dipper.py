@@ -51,7 +51,7 @@ CONFIGS = {
                   buffer=16, lams=(0.0, 10.0), lam=1.0, tasks=tuple(TASKS)),
     # quick: the main arms on push only (where the paper's claims are; the maze's main arms
     # are in the full run) and the lambda sweep on the maze: six compiled runs
-    "quick": dict(seeds=2, iterations=40, iters_per_chunk=20, num_envs=8, low_updates=20,
+    "quick": dict(seeds=2, iterations=24, iters_per_chunk=12, num_envs=8, low_updates=20,
                   high_updates=5, hidden=(64, 64), batch=64, pairs=32, m=3, eval_envs=16,
                   buffer=64, lams=(0.01, 100.0), lam=1.0, tasks=("push",)),
     "full": dict(seeds=5, iterations=200, iters_per_chunk=25, num_envs=16, low_updates=100,

@@ -286,8 +286,8 @@ def cached_instance(out: str, family: str, n: int, seed: int, algorithms: list[s
 CONFIGS = {
     "smoke": dict(instances=[(f, 100) for f in FAMILIES], seeds=1,
                   algorithms=list(ALGORITHMS)),
-    "quick": dict(instances=[("uniform", 1000), ("clustered", 1000), ("digits_l1", 400),
-                             ("road_graph", 500)], seeds=2,
+    "quick": dict(instances=[("uniform", 1000), ("clustered", 500), ("digits_l1", 400),
+                             ("road_graph", 400)], seeds=2,
                   algorithms=list(ALGORITHMS)),
     "full": dict(instances=[("uniform", 1000), ("uniform", 10000), ("clustered", 10000),
                             ("digits_l1", 880), ("road_graph", 5000)], seeds=3,

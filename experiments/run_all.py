@@ -75,7 +75,7 @@ ENTRIES: list[Entry] = [
     Entry("Flow Actor-Critic", "flow_actor_critic", "Chae et al., arXiv:2602.18015",
           "bench_flow_actor_critic",
           {"smoke": ["--seeds", "1", "--steps", "20", "--hidden", "16", "--batch-size", "16"],
-           "quick": ["--steps", "100", "--hidden", "64", "64"], "full": []}),
+           "quick": ["--seeds", "2", "--steps", "100", "--hidden", "64", "64"], "full": []}),
     Entry("DIPPER", "dipper", "Singh et al., arXiv:2411.00361", "bench_envs",
           {"smoke": ["--envs", "64", "--steps", "50"], "quick": ["--steps", "300"], "full": []}),
     Entry("Fractal convergence of GD", "fractal_gd", "Liang & Montufar, arXiv:2509.25351",
