@@ -52,7 +52,7 @@ def test_smoke_run(tmp_path, capsys):
 
 
 def test_placements_follow_the_predictor():
-  cfg = {**exp.COMMON, **exp.CONFIGS["quick"]}
+  cfg = {**exp.COMMON, **exp.CONFIGS["quick"], "steps": 600}  # the hand-checked T = 600
   lrs = exp.schedule("wsd", cfg)
   wd = exp.weight_decay(cfg["curriculum_tau_frac"], cfg)
   assert wd * cfg["peak_lr"] * cfg["steps"] == pytest.approx(2.0)
