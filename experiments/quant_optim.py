@@ -295,11 +295,16 @@ def summarize(res: dict) -> tuple[list[list[str]], dict]:
   for name in ("adam", "muon"):
     arr = np.median(np.array(p2["final_loss"][f"{name}/nearest"]), axis=-1)  # (M, 4)
     fp32 = float(np.median(p2["final_loss"][f"{name}/fp32"]))
+    # Muon quantizes V only in its Adam part (non-matrix parameters); every parameter of the
+    # least-squares problem is a matrix, so Muon's V column measures nothing: left out
+    comps = [c for c in COMPONENTS if not (name == "muon" and c == "V")]
+    keep = [COMPONENTS.index(c) for c in comps]
     for i, m in enumerate(p2["mantissas"]):
-      ratio = arr[i] / fp32
-      order = "".join(np.array(COMPONENTS)[np.argsort(-ratio)])
+      ratio = arr[i, keep] / fp32
+      order = "".join(np.array(comps)[np.argsort(-ratio)])
       rows.append([f"Ablation {name} M={m} (nearest)", f"order {' > '.join(order)}",
-                   ", ".join(f"{c}: {r:.2f}x" for c, r in zip(COMPONENTS, ratio, strict=True))])
+                   ", ".join(f"{c}: {r:.2f}x" for c, r in zip(comps, ratio, strict=True))
+                   + ("; V: n/a (no non-matrix parameter)" if name == "muon" else "")])
       verdicts[f"ablation_order/{name}/M{m}"] = order
     st = np.median(np.array(p2["final_loss"][f"{name}/stochastic"]), axis=-1)
     rows.append([f"Ablation {name} M={p2['mantissas'][0]} (stochastic)", "",
@@ -475,7 +480,12 @@ def plot(res: dict, out: str) -> list[str]:
         ax.bar(np.arange(4) + off, arr[i], width, label=f"{rounding} M={m}")
     ax.set_yscale("log")
     ax.axhline(1.0, color="k", lw=0.8)
-    ax.set_xticks(np.arange(4) + 0.4 - width / 2, COMPONENTS)
+    # Muon's V quantizes nothing here (no non-matrix parameter): its bars are not shown
+    labels = [c + ("\n(n/a)" if name == "muon" and c == "V" else "") for c in COMPONENTS]
+    if name == "muon":
+      for bar in ax.patches[COMPONENTS.index("V")::4]:
+        bar.set_visible(False)
+    ax.set_xticks(np.arange(4) + 0.4 - width / 2, labels)
     ax.set(title=f"{name}: one component quantized", ylabel="final loss / fp32")
   axes[1].legend(fontsize=7)
   paths.append(_save(fig, out, "component_ablation.png"))
