@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxlab.core.checks import check_int
 from jaxlab.matching.exact import insert_exact
 from jaxlab.matching.greedy import insert_greedy
 from jaxlab.matching.push_relabel import (
@@ -72,6 +73,8 @@ def init(
     raise ValueError(
         f"options {sorted(options)} are not accepted by algorithm={algorithm!r}; "
         f"push_relabel accepts {_PUSH_RELABEL_OPTIONS}")
+  if "seed" in options:  # else jax.random.key fails deep inside the first insert's trace
+    options["seed"] = check_int(options["seed"], "seed")
   options = {k: int(v) if isinstance(v, np.integer) else v for k, v in options.items()}
   servers = np.asarray(servers)
   if servers.ndim != 2 or servers.shape[0] == 0 or servers.shape[1] == 0:
