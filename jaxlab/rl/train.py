@@ -181,8 +181,12 @@ def make_train(
         record.update({f"eval/{k}": v for k, v in eval_fn(seed_keys, carry.agent).items()})
       return carry, record, steps_done
 
+    fingerprint = {"agent": agent_cls.__name__, "config": config, "train_config": tc,
+                   "plan": plan, "keys": keys, "dataset": data,
+                   "evaluate": getattr(evaluate_fn, "__qualname__", repr(evaluate_fn))}
     carry, history = run_chunks(jax.jit(jax.vmap(init))(keys), len(plan), run_chunk,
-                                checkpoint_dir=checkpoint_dir, stop_after=stop_after)
+                                checkpoint_dir=checkpoint_dir, stop_after=stop_after,
+                                fingerprint=fingerprint)
     stacked = {k: np.stack([h[k] for h in history]) for k in (history[0] if history else {})}
     return carry.agent, stacked
 
