@@ -5,6 +5,11 @@ Or, for traced input that cannot raise, a flagged and non-silent result.
 Each case was once silent (a wrong result), a hang, or an obscure late error.
 Inputs are tiny, so the module runs in seconds; add a case here for every new
 method's bad inputs, so that the count of silent results stays at zero.
+
+Resuming from a checkpoint of another run (other hidden sizes, eval_every,
+keys, carry shapes or dtypes) and from a damaged newest checkpoint needs
+training runs, so those cases live beside the resume tests they extend:
+tests/training/test_chunks.py, tests/rl/test_agents.py and tests/rl/test_hrl.py.
 """
 
 from __future__ import annotations
