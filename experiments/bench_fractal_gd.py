@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from experiments.common import ExperimentCLI, Ratio, machine, write_results
+from jaxlab.core.checks import check_int
 from jaxlab.dynamics import factorization as F
 from kernels_pallas.fractal_gd import gd_grid_pallas, gd_grid_reference
 
@@ -76,6 +77,9 @@ def cli() -> ExperimentCLI:
 def main(argv=None) -> dict:
   args, _, cfg = cli().parse(argv)
   args = argparse.Namespace(**{**vars(args), **cfg})
+  check_int(args.max_steps, "max_steps", lo=1)  # -1 once timed nothing and wrote a result
+  for res in args.resolution:
+    check_int(res, "resolution", lo=1)
   lam, y = 0.3, 1.0
   eta = 0.97 * F.critical_step_size(y, lam)
   rows, start = [], time.time()

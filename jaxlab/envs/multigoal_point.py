@@ -23,6 +23,8 @@ import numpy as np
 from flax import struct
 from gymnax.environments import environment, spaces
 
+from jaxlab.envs.actions import check_action
+
 GOALS = ((-0.7, 0.7), (0.7, 0.7), (0.0, -0.8))
 
 
@@ -50,12 +52,13 @@ class MultiGoalPoint(environment.Environment[EnvState, EnvParams]):
 
   def step_env(self, key: jax.Array, state: EnvState, action: jax.Array, params: EnvParams):
     del key
+    action, valid = check_action(action)
     move = params.step_size * jnp.clip(action, -1.0, 1.0)
     pos = jnp.clip(state.pos + move, -1.0, 1.0)
     reached = _in_goal(pos, params)
     new_state = EnvState(pos=pos, time=state.time + 1)
     reward = jnp.where(reached, 0.0, -1.0)
-    return pos, new_state, reward, reached, {"success": reached}
+    return pos, new_state, reward, reached, {"success": reached, "invalid_action": ~valid}
 
   def reset_env(self, key: jax.Array, params: EnvParams):
     key_r, key_a = jax.random.split(key)

@@ -43,6 +43,8 @@ import jax.numpy as jnp
 from flax import struct
 from gymnax.environments import environment, spaces
 
+from jaxlab.envs.actions import check_action
+
 SIZE = 11
 
 
@@ -51,6 +53,9 @@ class MazeState(environment.EnvState):
   pos: jax.Array  # (2,) (row, col) position in cell units, float
   layout: jax.Array  # (6,) int32: wall row, wall column, gates left/right/up/down
   time: int
+
+
+WALL_OBS = ("layout", "grid", "none")
 
 
 @struct.dataclass
@@ -66,6 +71,10 @@ class MazeParams(environment.EnvParams):
   # flattened 121-cell map; "none" = position only (for fixed walls).
   wall_obs: str = struct.field(pytree_node=False, default="layout")
   max_steps_in_episode: int = 225  # 15 subgoals x 15 steps, as PIPER
+
+  def __post_init__(self):
+    if self.wall_obs not in WALL_OBS:
+      raise ValueError(f"wall_obs must be one of {WALL_OBS}, got {self.wall_obs!r}")
 
 
 def make_layout(key: jax.Array) -> jax.Array:
@@ -119,6 +128,7 @@ class PointMaze(environment.Environment[MazeState, MazeParams]):
 
   def step_env(self, key: jax.Array, state: MazeState, action: jax.Array, params: MazeParams):
     del key
+    action, valid = check_action(action)
     move = params.max_step * jnp.clip(action, -1.0, 1.0)
     pos = state.pos
     for axis in range(2):  # axis-separated: slide along walls
@@ -128,7 +138,8 @@ class PointMaze(environment.Environment[MazeState, MazeParams]):
     new_state = MazeState(pos=pos, layout=state.layout, time=state.time + 1)
     reached = self._reached(pos, params)
     obs = self.get_obs(new_state, params)
-    info = {"achieved_goal": pos / SIZE, "desired_goal": self.goal(params), "success": reached}
+    info = {"achieved_goal": pos / SIZE, "desired_goal": self.goal(params), "success": reached,
+            "invalid_action": ~valid}
     return obs, new_state, jnp.where(reached, 0.0, -1.0), reached, info
 
   def reset_env(self, key: jax.Array, params: MazeParams):
@@ -214,6 +225,7 @@ class PointPush(environment.Environment[PushState, PushParams]):
   def step_env(self, key: jax.Array, state: PushState, action: jax.Array, params: PushParams):
     del key
     lo, hi = params.agent_radius, 1.0 - params.agent_radius
+    action, valid = check_action(action)
     agent = jnp.clip(state.agent + params.max_step * jnp.clip(action, -1.0, 1.0), lo, hi)
     contact = params.agent_radius + params.box_radius
     offset = state.box - agent
@@ -223,7 +235,8 @@ class PointPush(environment.Environment[PushState, PushParams]):
     box = jnp.clip(box, params.box_radius, 1.0 - params.box_radius)
     new_state = PushState(agent=agent, box=box, goal=state.goal, time=state.time + 1)
     reached = jnp.linalg.norm(box - state.goal) <= params.threshold
-    info = {"achieved_goal": box, "desired_goal": state.goal, "success": reached}
+    info = {"achieved_goal": box, "desired_goal": state.goal, "success": reached,
+            "invalid_action": ~valid}
     return self.get_obs(new_state), new_state, jnp.where(reached, 0.0, -1.0), reached, info
 
   def reset_env(self, key: jax.Array, params: PushParams):

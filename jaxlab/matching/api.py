@@ -7,12 +7,14 @@ are fixed by the state, so a stream of insertions compiles once.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxlab.core.checks import check_int
 from jaxlab.matching.exact import insert_exact
 from jaxlab.matching.greedy import insert_greedy
 from jaxlab.matching.push_relabel import (
@@ -22,7 +24,13 @@ from jaxlab.matching.push_relabel import (
     insert_push_relabel,
 )
 from jaxlab.matching.reference import check_metric
-from jaxlab.matching.state import ALGORITHMS, MatchConfig, MatchState, matched_cost
+from jaxlab.matching.state import (
+    ALGORITHMS,
+    MatchConfig,
+    MatchState,
+    distance_row,
+    matched_cost,
+)
 
 _PUSH_RELABEL_OPTIONS = ("delta", "eps", "levels", "exact_tail", "seed")
 
@@ -65,6 +73,8 @@ def init(
     raise ValueError(
         f"options {sorted(options)} are not accepted by algorithm={algorithm!r}; "
         f"push_relabel accepts {_PUSH_RELABEL_OPTIONS}")
+  if "seed" in options:  # else jax.random.key fails deep inside the first insert's trace
+    options["seed"] = check_int(options["seed"], "seed")
   options = {k: int(v) if isinstance(v, np.integer) else v for k, v in options.items()}
   servers = np.asarray(servers)
   if servers.ndim != 2 or servers.shape[0] == 0 or servers.shape[1] == 0:
@@ -78,8 +88,10 @@ def init(
     if np.any(servers < 0):
       raise ValueError("a precomputed cost matrix must be non-negative")
     n, dim = servers.shape[1], 0
+    _check_distance_bound(float(np.max(servers)), n, "servers (the cost matrix)")
   else:
     n, dim = servers.shape
+    _check_coordinates(servers, servers, metric, n, "servers")
   capacity = n if capacity is None else capacity
   if not isinstance(capacity, (int, np.integer)) or not 1 <= capacity <= n:
     raise ValueError(f"capacity must be an int in 1..{n} (the number of servers), got {capacity}")
@@ -105,6 +117,44 @@ def init(
   )
 
 
+def max_distance_allowed(num_servers: int) -> float:
+  """Largest distance a matching accepts: the duals, path lengths and costs
+  (sums of up to ``num_servers + 1`` distances) must stay finite in float32."""
+  return float(np.finfo(np.float32).max) / (4.0 * (num_servers + 1))
+
+
+def _check_coordinates(a: np.ndarray, b: np.ndarray, metric: str, num_servers: int,
+                       name: str) -> None:
+  """Rejects coordinates whose distances (or euclidean squares) could overflow float32.
+
+  ``reach``, the largest ``|a_k| + |b_k|``, bounds every coordinate difference,
+  so ``dim * reach`` (l1) or ``sqrt(dim) * reach`` (euclidean, whose squares
+  must stay finite too) bounds every distance.
+  """
+  dim = a.shape[-1]
+  reach = float(np.max(np.abs(a.astype(np.float64)))) + float(np.max(np.abs(b.astype(np.float64))))
+  limit = max_distance_allowed(num_servers)
+  if metric == "l1":
+    allowed = limit / dim
+  else:
+    allowed = min(limit, math.sqrt(float(np.finfo(np.float32).max) / 4)) / math.sqrt(dim)
+  if not reach <= allowed:
+    raise ValueError(
+        f"{name} coordinates are too large for float32 distances (the algorithms' dtype): "
+        f"max |request| + max |server| per coordinate must be at most {allowed:.3g} "
+        f"for {metric} in {dim}-D with {num_servers} servers, got {reach:.3g}; "
+        "scale the coordinates down")
+
+
+def _check_distance_bound(bound: float, num_servers: int, name: str) -> None:
+  limit = max_distance_allowed(num_servers)
+  if not bound <= limit:
+    raise ValueError(
+        f"{name} entries are too large: distances up to {bound:.3g} would overflow "
+        f"float32 sums (the algorithms' dtype); they must be at most {limit:.3g} "
+        f"for {num_servers} servers")
+
+
 def _check_requests(state: MatchState, requests: Any, batched: bool) -> jax.Array:
   cfg = state.config
   name = "requests" if batched else "request"
@@ -128,6 +178,8 @@ def _check_requests(state: MatchState, requests: Any, batched: bool) -> jax.Arra
       finite = np.all(np.isfinite(r.astype(np.float32)))
     if not finite:
       raise ValueError(f"{name} coordinates must be finite in float32")
+    if r.size:
+      _check_coordinates(r, np.asarray(state.servers), cfg.metric, cfg.num_servers, name)
     out = jnp.asarray(r, jnp.float32)
   num = r.shape[0] if batched else 1
   if not isinstance(state.count, jax.core.Tracer) and int(state.count) + num > cfg.capacity:
@@ -142,7 +194,12 @@ def _acceptable(state: MatchState, requests: jax.Array, num: int) -> jax.Array:
   ok = state.count + num <= state.config.capacity
   if state.config.metric == "precomputed":
     return ok & jnp.all((requests >= 0) & (requests < state.servers.shape[0]))
-  return ok & jnp.all(jnp.isfinite(requests))
+  # Finite coordinates can still have distances that overflow float32 (about
+  # 1e19 for euclidean): check the rows themselves, against the eager bound.
+  rows = requests[None] if requests.ndim == 1 else requests
+  dist = jax.vmap(lambda r: distance_row(state, r))(rows)
+  limit = max_distance_allowed(state.config.num_servers)
+  return ok & jnp.all(jnp.isfinite(requests)) & jnp.all(dist <= limit)
 
 
 def _reject(state: MatchState, requests: jax.Array) -> MatchState:
@@ -196,7 +253,10 @@ def insert_batch(state: MatchState, requests: jax.typing.ArrayLike) -> MatchStat
   requests are matched together in rounds (see ``push_relabel``); for "exact"
   and "greedy" it equals inserting them one by one.
   """
-  return _insert_batch(state, _check_requests(state, requests, batched=True))
+  requests = _check_requests(state, requests, batched=True)
+  if requests.shape[0] == 0:  # nothing to insert (the jitted rounds need a request)
+    return state
+  return _insert_batch(state, requests)
 
 
 def insert_many(state: MatchState, requests: jax.typing.ArrayLike) -> MatchState:
@@ -205,7 +265,10 @@ def insert_many(state: MatchState, requests: jax.typing.ArrayLike) -> MatchState
   The same result as calling :func:`insert` for each (for "push_relabel", the
   sequential algorithm), without a Python round trip per request.
   """
-  return _insert_many(state, _check_requests(state, requests, batched=True))
+  requests = _check_requests(state, requests, batched=True)
+  if requests.shape[0] == 0:
+    return state
+  return _insert_many(state, requests)
 
 
 def assignment(state: MatchState) -> np.ndarray:

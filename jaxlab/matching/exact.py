@@ -27,7 +27,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jaxlab.matching.state import MatchState, distance_row, first_argmin
+from jaxlab.matching.state import MatchState, distance_row, first_argmin, reject_unless
 
 
 class DijkstraCarry(NamedTuple):
@@ -77,8 +77,10 @@ def insert_exact(
   used = jnp.zeros(n, bool)
   dist = reduced_row(row) + state.u[row]  # the new request's potential starts at 0
   init = DijkstraCarry(used, dist, jnp.full(n, root, jnp.int32), closest(used, dist))
-  # Grow the tree until the closest server is free.
-  c = jax.lax.while_loop(lambda c: state.request_of[c.j] >= 0, body, init)
+  # Grow the tree until the closest server is free. The closest server is in
+  # the tree already only when no finite path is left (a non-finite row): stop
+  # there too, so that the loop always ends, and reject the insertion below.
+  c = jax.lax.while_loop(lambda c: (state.request_of[c.j] >= 0) & ~c.used[c.j], body, init)
   total = c.dist[c.j]
   shift = jnp.where(c.used, total - c.dist, 0.0)  # zero outside the tree
   v = state.v - shift
@@ -96,5 +98,7 @@ def insert_exact(
       lambda rc: rc[1] != root, flip, (state.request_of, c.j))
   owners = jnp.where(request_of >= 0, request_of, cap)
   server_of = jnp.full(cap + 1, -1, jnp.int32).at[owners].set(jnp.arange(n, dtype=jnp.int32))
-  return state.replace(
+  new = state.replace(
       count=state.count + 1, request_of=request_of, server_of=server_of[:cap], u=u, v=v)
+  found = ~c.used[c.j] & (state.request_of[c.j] < 0) & jnp.isfinite(total)
+  return reject_unless(found, new, state)

@@ -74,6 +74,12 @@ class MatchState:
   config: MatchConfig = struct.field(pytree_node=False)
 
 
+def reject_unless(ok: jax.Array, new: MatchState, old: MatchState) -> MatchState:
+  """``new`` if ``ok``, else ``old`` flagged ``rejected`` (an insertion that found no server)."""
+  old = old.replace(rejected=jnp.ones((), bool))
+  return jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, old)
+
+
 def first_index(mask: jax.Array) -> jax.Array:
   """Index of the first ``True`` in a 1-D ``mask`` (0 when there is none).
 

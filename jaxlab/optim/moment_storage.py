@@ -14,6 +14,10 @@ Three ways to keep a moment buffer (Adam's m and v, Muon's momentum):
     scale = absmax / 448;
   - ``"int8"``: block-wise absmax linear int8, scale = absmax / 127.
 
+  The absmax runs over a block's finite entries; a NaN, inf or overflowing
+  entry is stored as a non-finite code (float8's NaN, int8's unused -128) and
+  decodes to NaN, so it spoils only itself, as in ``optax.adam``.
+
   The second moment is stored as ``sqrt(v)``, which halves its dynamic range in
   log scale, and a positive ``v`` is never stored as zero (it is floored at the
   smallest positive code): a zero ``v`` under a non-zero ``m`` would make
@@ -49,6 +53,9 @@ _CODE_DTYPES = {
     "int8": jnp.int8,
 }
 _CODE_MAX = {"float8_e4m3fn": 448.0, "int8": 127.0}
+# Code of a NaN / inf / overflowing entry: float8_e4m3fn's NaN; for int8 the
+# otherwise unused -128 (value codes are clipped to +-127). Both decode to NaN.
+_NONFINITE_CODE = {"float8_e4m3fn": jnp.nan, "int8": -128.0}
 
 
 def check_storage(moment_storage: str | None, mu: Any = None, nu: Any = None) -> None:
@@ -102,7 +109,11 @@ def encode(
                      _rbits(rounding, key, x.shape))
     return y.astype(jnp.bfloat16), None
   b = _blocks(x)
-  absmax = jnp.max(jnp.abs(b), axis=1)
+  # Scales over the block's finite entries only: one NaN, inf or overflowing
+  # entry must not poison the other 255 (as optax.adam, where it stays one
+  # element). Such an entry gets the non-finite code below and decodes to NaN.
+  finite = jnp.isfinite(b)
+  absmax = jnp.max(jnp.where(finite, jnp.abs(b), 0.0), axis=1)
   scale = absmax / _CODE_MAX[storage]
   y = b / jnp.where(scale > 0, scale, 1.0)[:, None]
   if storage == "int8":
@@ -115,7 +126,7 @@ def encode(
     smallest = fmt.min_subnormal
   if second_moment:  # a positive v must not decode to 0 (see module docstring)
     q = jnp.where((q == 0) & (y > 0), smallest, q)
-  y = q
+  y = jnp.where(finite, q, _NONFINITE_CODE[storage])
   codes = _unblocks(y, x).astype(_CODE_DTYPES[storage])
   return codes, scale
 
@@ -126,7 +137,10 @@ def decode(
   """Inverse of :func:`encode`, returning a float array of ``dtype``."""
   if storage == "bfloat16":
     return codes.astype(dtype)
-  y = _blocks(codes.astype(jnp.float32)) * scales[:, None]
+  c = _blocks(codes.astype(jnp.float32))
+  if storage == "int8":  # -128, never a value code, marks a non-finite entry
+    c = jnp.where(c == _NONFINITE_CODE["int8"], jnp.nan, c)
+  y = c * scales[:, None]  # finite scales (see encode): no 0 * inf
   y = _unblocks(y, codes)
   if second_moment:
     y = y * y

@@ -33,6 +33,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from jaxlab.core.checks import check_int
 from jaxlab.core.rng import split_leaf_keys, stream_key_data
 from jaxlab.optim import moment_storage as ms
 from jaxlab.optim.transforms import (
@@ -161,6 +162,7 @@ def scale_by_quantized_adam(
   check_format(mu, "mu")
   check_format(nu, "nu")
   check_rounding(rounding, need_key=False)
+  check_int(seed, "seed")  # fails here, not deep in jax.random.key's trace
   ms.check_storage(moment_storage, mu, nu)
   mu_buf = MomentBuffer(mu, moment_storage, rounding, second_moment=False)
   nu_buf = MomentBuffer(nu, moment_storage, rounding, second_moment=True)

@@ -42,6 +42,7 @@ from optax.contrib._muon import (
     scale_by_shape,
 )
 
+from jaxlab.core.checks import check_int
 from jaxlab.core.rng import split_leaf_keys, stream_key_data
 from jaxlab.optim import moment_storage as ms
 from jaxlab.optim.quantized_adam import (
@@ -109,6 +110,7 @@ def scale_by_quantized_muon(
   """
   check_format(mu, "mu")
   check_rounding(rounding, need_key=False)
+  check_int(seed, "seed")  # fails here, not deep in jax.random.key's trace
   ms.check_storage(moment_storage, mu)
   buf = MomentBuffer(mu, moment_storage, rounding, second_moment=False)
 

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 import jax
 import optax
 
+from jaxlab.core.checks import check_int
 from jaxlab.core.rng import split_leaf_keys, stream_key_data
 from jaxlab.quant.float_format import FloatFormat, check_rounding, quantize, quantize_tree
 
@@ -51,6 +52,7 @@ def quantize_updates(
   """
   check_format(fmt, "grads")
   check_rounding(rounding, need_key=False)
+  check_int(seed, "seed")  # fails here, not deep in jax.random.key's trace
   if fmt is None:
     return optax.identity()
 
@@ -91,6 +93,7 @@ def quantize_weights(
   """
   check_format(fmt, "weights")
   check_rounding(rounding, need_key=False)
+  check_int(seed, "seed")  # fails here, not deep in jax.random.key's trace
   if fmt is None:
     return optax.identity()
 

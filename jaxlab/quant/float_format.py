@@ -39,7 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jaxlab.core.checks import check_int
+from jaxlab.core.checks import check_int, check_range, concrete
 from jaxlab.core.rng import as_key, hash_bits, key_words, random_bits  # noqa: F401 (re-exported)
 
 ROUNDING_MODES = ("nearest", "stochastic", "truncate")
@@ -262,6 +262,28 @@ def quantize_f32(
   return lax.bitcast_convert_type(res, jnp.float32)
 
 
+def check_widths(exp_bits: Any, man_bits: Any, max_value: Any = None) -> None:
+  """Validates concrete bit widths (scalars or arrays) as :class:`FloatFormat` does.
+
+  Traced widths are skipped (a vmapped sweep). Raises ``TypeError`` for
+  non-integers and ``ValueError`` for ``exp_bits`` outside 2..8, ``man_bits``
+  outside 0..23 or a ``max_value`` the format cannot hold.
+  """
+  widths = {}
+  for name, value, lo, hi in (("exp_bits", exp_bits, 2, 8), ("man_bits", man_bits, 0, 23)):
+    arr = concrete(value, name)
+    if arr is not None:
+      if not np.issubdtype(arr.dtype, np.integer):
+        raise TypeError(f"{name} must be integers, got {value!r} of dtype {arr.dtype}")
+      check_range(arr, name, lo=lo, hi=hi, scalar=False)
+      if arr.ndim == 0:
+        widths[name] = int(arr)
+  if len(widths) == 2 and max_value is not None and np.ndim(max_value) == 0:
+    FloatFormat(widths["exp_bits"], widths["man_bits"], max_value)  # checks max_value
+  elif max_value is not None:
+    check_range(max_value, "max_value", lo=0.0, lo_open=True, scalar=False)
+
+
 def _check_float(x: jax.Array, name: str = "x") -> None:
   if not jnp.issubdtype(x.dtype, jnp.floating):
     raise TypeError(f"{name} must have a floating dtype, got {x.dtype}")
@@ -287,7 +309,8 @@ def quantize_bits(
   Args:
     x: float array (computed on a float32 carrier, returned in x's dtype).
     exp_bits: exponent width, 2..8 (int scalar or array; not checked if traced).
-    man_bits: mantissa width, 0..23.
+    man_bits: mantissa width, 0..23 (out-of-range concrete widths raise
+      ``ValueError``, as :class:`FloatFormat` does).
     max_value: largest finite magnitude, or None for the IEEE-like maximum.
     rounding: "nearest" (ties to even), "stochastic" or "truncate".
     key: PRNG key (typed or raw uint32 key data), required for "stochastic".
@@ -296,16 +319,24 @@ def quantize_bits(
     An array of x's shape and dtype with values representable in the format
     (exactly for float32 inputs; other dtypes are rounded on a float32 carrier
     and cast back, which rounds once more where the dtype is coarser than the
-    format, saturating at the dtype's largest value).
+    format, saturating at the dtype's largest value; float64 beyond float32's
+    range saturates like any overflow).
   """
   check_rounding(rounding, key)
   x = jnp.asarray(x)
   _check_float(x)
+  check_widths(exp_bits, man_bits, max_value)
   rbits = None
   if rounding == "stochastic":
     rbits = random_bits(key, x.shape)
-  y = quantize_f32(x.astype(jnp.float32), exp_bits, man_bits, max_value, rounding, rbits)
-  if x.dtype != jnp.float32:
+  carrier = x
+  if jnp.finfo(x.dtype).max > np.finfo(np.float32).max:
+    # float64 beyond float32's range would become inf on the carrier: saturate
+    # it to float32's largest value (which then saturates to the format's).
+    f32_max = float(np.finfo(np.float32).max)
+    carrier = jnp.where(jnp.isfinite(x), jnp.clip(x, -f32_max, f32_max), x)
+  y = quantize_f32(carrier.astype(jnp.float32), exp_bits, man_bits, max_value, rounding, rbits)
+  if x.dtype != jnp.float32 and jnp.finfo(x.dtype).max < np.finfo(np.float32).max:
     # The float32 result is cast back to x's dtype, which rounds again where the
     # dtype is coarser than the format; saturate first so a finite input never
     # becomes inf (e.g. float16 65504 -> bfloat16 grid 65536).

@@ -345,9 +345,11 @@ def make_train(env: Any, env_params: Any, config: HRLConfig):
       record["env_steps"] = np.repeat((iters * steps_per_iter)[:, None], len(keys), axis=1)
       return state, record, done_iters + sizes[i]
 
+    fingerprint = {"env": type(env).__name__, "env_params": env_params, "config": config,
+                   "chunks": sizes, "keys": keys}
     state, history = run_chunks(jax.jit(jax.vmap(init))(keys), len(sizes), run_chunk,
                                 checkpoint_dir=checkpoint_dir, stop_after=stop_after,
-                                desc=config.agent)
+                                desc=config.agent, fingerprint=fingerprint)
     stacked = {k: np.concatenate([h[k] for h in history]) for k in (history[0] if history else {})}
     return state, stacked
 

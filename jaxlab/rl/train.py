@@ -60,11 +60,21 @@ def check_dataset(dataset: dict[str, Any]) -> dict[str, jax.Array]:
   if missing:
     raise ValueError(f"dataset is missing keys {missing}; needs {DATASET_KEYS}")
   n = len(dataset["observations"])
+  if n == 0:
+    raise ValueError("dataset is empty (0 transitions); sampling needs at least one")
   for k in DATASET_KEYS:
     if len(dataset[k]) != n:
       raise ValueError(f"dataset[{k!r}] has {len(dataset[k])} rows, observations has {n}")
-  if not np.all(np.isfinite(np.asarray(dataset["actions"]))):
-    raise ValueError("dataset['actions'] has non-finite values")
+  # One NaN reward or observation turns every critic parameter NaN after one
+  # update, so every field must be finite (in float32, the training dtype).
+  for k in DATASET_KEYS:
+    with np.errstate(over="ignore", invalid="ignore"):
+      values = np.asarray(dataset[k], np.float32)
+    if not np.all(np.isfinite(values)):
+      raise ValueError(f"dataset[{k!r}] has non-finite values (NaN, inf, or beyond float32)")
+    if k in ("masks", "terminals") and not np.all((values == 0) | (values == 1)):
+      bad = values[(values != 0) & (values != 1)][0]
+      raise ValueError(f"dataset[{k!r}] must hold only 0 and 1, got {bad}")
   return {k: jnp.asarray(dataset[k], jnp.float32) for k in DATASET_KEYS}
 
 
@@ -171,8 +181,12 @@ def make_train(
         record.update({f"eval/{k}": v for k, v in eval_fn(seed_keys, carry.agent).items()})
       return carry, record, steps_done
 
+    fingerprint = {"agent": agent_cls.__name__, "config": config, "train_config": tc,
+                   "plan": plan, "keys": keys, "dataset": data,
+                   "evaluate": getattr(evaluate_fn, "__qualname__", repr(evaluate_fn))}
     carry, history = run_chunks(jax.jit(jax.vmap(init))(keys), len(plan), run_chunk,
-                                checkpoint_dir=checkpoint_dir, stop_after=stop_after)
+                                checkpoint_dir=checkpoint_dir, stop_after=stop_after,
+                                fingerprint=fingerprint)
     stacked = {k: np.stack([h[k] for h in history]) for k in (history[0] if history else {})}
     return carry.agent, stacked
 

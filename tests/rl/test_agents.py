@@ -101,11 +101,12 @@ def test_bad_configs(dataset):
     FACAgent.create(0, np.zeros((1, 1, 2)), act, FACConfig())
 
 
-def _trainer(dataset, **train):
-  cfg = FACConfig(**SMALL, pretrain_steps=6)
+def _trainer(dataset, eval_every=3, **config):
+  cfg = FACConfig(**{**SMALL, **config}, pretrain_steps=6)
   ev = lambda key, agent: envs.evaluate(key, agent.sample_actions, 4)
   return make_train(FACAgent, cfg, dataset,
-                    TrainConfig(num_steps=9, eval_every=3, eval_episodes=4, log_prob_chunk=64), ev)
+                    TrainConfig(num_steps=9, eval_every=eval_every, eval_episodes=4,
+                                log_prob_chunk=64), ev)
 
 
 def test_train_pipeline_and_exact_resume(dataset, tmp_path):
@@ -132,3 +133,16 @@ def test_make_train_rejects_bad_data(dataset):
     make_train(FACAgent, FACConfig(**SMALL), bad)
   with pytest.raises(ValueError, match="eval_every"):
     make_train(FACAgent, FACConfig(**SMALL), dataset, TrainConfig(eval_every=0))
+
+
+def test_resume_refuses_a_checkpoint_of_another_run(dataset, tmp_path):
+  """Other hidden sizes once returned the old agent, another eval_every ran 12 steps for
+  num_steps=9, other keys returned the old seeds' result: each now names the field."""
+  keys = jax.random.split(jax.random.key(7), 2)
+  _trainer(dataset)(keys, checkpoint_dir=str(tmp_path), stop_after=1)
+  with pytest.raises(ValueError, match=r"run\.config\.hidden_dims\[0\] is 16 there, 8 now"):
+    _trainer(dataset, hidden_dims=(8, 8))(keys, checkpoint_dir=str(tmp_path))
+  with pytest.raises(ValueError, match=r"run\.train_config\.eval_every is 3 there, 4 now"):
+    _trainer(dataset, eval_every=4)(keys, checkpoint_dir=str(tmp_path))
+  with pytest.raises(ValueError, match=r"run\.keys"):
+    _trainer(dataset)(jax.random.split(jax.random.key(8), 2), checkpoint_dir=str(tmp_path))

@@ -94,6 +94,13 @@ def test_dipper_loop_runs_and_resumes_exactly(tmp_path):
   resumed, history2 = train(keys, checkpoint_dir=str(tmp_path))
   chex.assert_trees_all_equal(resumed, state)
   np.testing.assert_array_equal(history2["eval/success"], history["eval/success"])
+  # A checkpoint of another run is refused, naming the field (it was resumed silently).
+  with pytest.raises(ValueError, match=r"run\.keys"):
+    train(jax.random.split(jax.random.key(4), 2), checkpoint_dir=str(tmp_path))
+  other = hrl.make_train(env, env.default_params,
+                         dataclasses.replace(_tiny("dipper"), iterations=4))
+  with pytest.raises(ValueError, match=r"run\.config\.iterations is 3 there, 4 now"):
+    other(keys, checkpoint_dir=str(tmp_path))
 
 
 def test_hier_trains_its_high_level_by_sac():
