@@ -25,8 +25,8 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 # 0 (measured: quant_optim's smoke test 109 s -> 78 s on this project's 2-core machine).
 # Each operation keeps its IEEE semantics; what may differ from the default level is
 # fusion, i.e. the order of some float reductions, which the suite's tolerances allow for
-# (the suite passed at both levels when this setting was introduced). JAXLAB_TEST_XLA_DEFAULT_OPT=1 runs
-# the suite at XLA's default level instead.
+# (the suite passed at both levels when this setting was introduced).
+# JAXLAB_TEST_XLA_DEFAULT_OPT=1 runs the suite at XLA's default level instead.
 if not os.environ.get("JAXLAB_TEST_XLA_DEFAULT_OPT"):
   os.environ["XLA_FLAGS"] = " ".join(
       [os.environ.get("XLA_FLAGS", ""), "--xla_backend_optimization_level=0"]).strip()
