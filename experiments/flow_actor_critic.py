@@ -53,6 +53,8 @@ ARMS = {
     "fql": ("fql", {}, False),  # FQL trains its flow jointly
 }
 
+DISCOUNT = 0.99
+
 CONFIGS = {
     "smoke": dict(hidden=(16, 16), episodes=40, pretrain=20, steps=40, eval_every=20, seeds=2,
                   eval_episodes=8, batch=32),
@@ -70,7 +72,10 @@ def arm_setup(arm: str, cfg: dict) -> tuple[type, object]:
   agent, fields, pretrain = ARMS[arm]
   if pretrain:
     fields = {**fields, "pretrain_steps": cfg["pretrain"]}
-  return registry.make(agent, hidden_dims=cfg["hidden"], batch_size=cfg["batch"], **fields)
+  # discount 0.99 in every arm (FQL's default; FACConfig's is the official 0.995): the
+  # recorded runs used it, and one gamma keeps the arms comparable
+  return registry.make(agent, hidden_dims=cfg["hidden"], batch_size=cfg["batch"],
+                       discount=DISCOUNT, **fields)
 
 
 def run_arm(arm: str, cfg: dict, dataset: dict, evaluate: bool, checkpoint_dir: str | None,

@@ -37,7 +37,10 @@ import jax.numpy as jnp
 from jaxlab.core.checks import check_int
 
 VelocityFn = Callable[[jax.Array, jax.Array, jax.Array], jax.Array]
-DIVERGENCES = ("exact", "hutchinson")
+# "hutchinson": Rademacher probes; "hutchinson_gaussian": standard normal probes (the official
+# FAC code offers both, as logp_method "hutch-rade" / "hutch-gaus"; its default is exact)
+DIVERGENCES = ("exact", "hutchinson", "hutchinson_gaussian")
+PROBES = ("rademacher", "gaussian")
 
 
 def flow_matching_loss(
@@ -105,10 +108,19 @@ def divergence_exact(velocity_fn: VelocityFn, obs, x, t) -> jax.Array:
 
 
 def divergence_hutchinson(
-    velocity_fn: VelocityFn, obs, x, t, key: jax.Array, num_probes: int = 8
+    velocity_fn: VelocityFn, obs, x, t, key: jax.Array, num_probes: int = 8,
+    probe: str = "rademacher",
 ) -> jax.Array:
-  """Unbiased Hutchinson estimate ``mean_p e_p^T J e_p`` with Rademacher probes, ``(B,)``."""
-  probes = jax.random.rademacher(key, (num_probes,) + x.shape, x.dtype)
+  """Unbiased Hutchinson estimate ``mean_p e_p^T J e_p``, ``(B,)``.
+
+  ``probe``: ``"rademacher"`` (entries +-1: the lower-variance choice) or ``"gaussian"``
+  (standard normal entries); both have ``E[e e^T] = I``, so both are unbiased.
+  """
+  if probe not in PROBES:
+    raise ValueError(f"probe must be one of {PROBES}, got {probe!r}")
+  shape = (num_probes,) + x.shape
+  probes = (jax.random.rademacher(key, shape, x.dtype) if probe == "rademacher"
+            else jax.random.normal(key, shape, x.dtype))
   jv = jax.vmap(lambda e: jax.jvp(lambda y: velocity_fn(obs, y, t), (x,), (e,))[1])(probes)
   return jnp.mean(jnp.sum(probes * jv, axis=-1), axis=0)
 
@@ -141,10 +153,10 @@ def log_prob(
     actions: ``(B, action_dim)``.
     num_steps: Euler steps N (static).
     divergence: ``"exact"`` (trace of the Jacobian, one JVP per action
-      dimension) or ``"hutchinson"`` (``num_probes`` Rademacher probes; needs
-      ``key``).
-    key: PRNG key, required for ``"hutchinson"``.
-    num_probes: probes per step for ``"hutchinson"``.
+      dimension), ``"hutchinson"`` (``num_probes`` Rademacher probes) or
+      ``"hutchinson_gaussian"`` (Gaussian probes); the estimators need ``key``.
+    key: PRNG key, required for the Hutchinson estimators.
+    num_probes: probes per step for the Hutchinson estimators.
 
   Returns:
     ``(B,)`` log-densities.
@@ -152,13 +164,15 @@ def log_prob(
   num_steps = check_int(num_steps, "num_steps", lo=1)
   if divergence not in DIVERGENCES:
     raise ValueError(f"divergence must be one of {DIVERGENCES}, got {divergence!r}")
-  if divergence == "hutchinson":
+  estimated = divergence != "exact"
+  if estimated:
     if key is None:
-      raise ValueError("divergence='hutchinson' needs a PRNG key (key=...)")
+      raise ValueError(f"divergence={divergence!r} needs a PRNG key (key=...)")
     if not isinstance(num_probes, int) or num_probes < 1:
       raise ValueError(f"num_probes must be a positive int, got {num_probes!r}")
-  keys = (jax.random.split(key, num_steps) if divergence == "hutchinson"
+  keys = (jax.random.split(key, num_steps) if estimated
           else jnp.zeros((num_steps,), jnp.uint32))
+  probe = "gaussian" if divergence == "hutchinson_gaussian" else "rademacher"
 
   def step(carry, inputs):
     x, div_sum = carry
@@ -167,7 +181,7 @@ def log_prob(
     if divergence == "exact":
       div = divergence_exact(velocity_fn, obs, x, t)
     else:
-      div = divergence_hutchinson(velocity_fn, obs, x, t, step_key, num_probes)
+      div = divergence_hutchinson(velocity_fn, obs, x, t, step_key, num_probes, probe)
     return (x - velocity_fn(obs, x, t) / num_steps, div_sum + div / num_steps), None
 
   init = (actions, jnp.zeros(actions.shape[0], actions.dtype))

@@ -96,3 +96,10 @@ def test_ratio_on_a_synthetic_bench():
   rows = bench_flow_actor_critic.ratios(result)
   assert len(rows) == 1 and isinstance(rows[0], Ratio) and rows[0].name and rows[0].note
   assert rows[0].ratio == 1.5 and rows[0].higher_is_better
+
+
+def test_the_experiment_states_its_own_discount():
+  # FACConfig's default is the official 0.995; the recorded runs use 0.99 in every arm
+  for arm in flow_actor_critic.ARMS:
+    cfg = flow_actor_critic.arm_setup(arm, flow_actor_critic.CONFIGS["smoke"])[1]
+    assert cfg.discount == flow_actor_critic.DISCOUNT == 0.99

@@ -98,3 +98,24 @@ def test_bad_arguments():
   with pytest.raises(ValueError, match="num_probes"):
     flows.log_prob(affine_velocity, obs, a, divergence="hutchinson", key=jax.random.key(0),
                    num_probes=0)
+
+
+def test_gaussian_and_rademacher_probes_are_both_unbiased_and_differ_as_the_theory_says():
+  # A diagonal linear field v(x) = x * d: div = sum(d). A Rademacher probe gives
+  # e^T diag(d) e = sum(d) exactly (zero variance); a Gaussian one has variance 2 sum(d^2).
+  d = jnp.array([0.5, -2.0])
+  field = lambda o, x, t: x * d
+  obs, x, t = _obs(3), jnp.ones((3, 2)), jnp.full((3, 1), 0.5)
+  keys = jax.random.split(jax.random.key(8), 4000)
+  est = {p: jax.vmap(lambda k, p=p: flows.divergence_hutchinson(field, obs, x, t, k, 1, p))(keys)
+         for p in flows.PROBES}
+  np.testing.assert_allclose(est["rademacher"], float(d.sum()), rtol=1e-6)
+  g = est["gaussian"][:, 0]
+  assert abs(float(g.mean()) - float(d.sum())) < 4 * float(g.std()) / math.sqrt(len(keys))
+  np.testing.assert_allclose(float(g.var()), 2 * float(jnp.sum(d ** 2)), rtol=0.1)
+  # log_prob's "hutchinson_gaussian" divergence is the Gaussian estimator: exact on average
+  lp = jax.vmap(lambda k: flows.log_prob(field, obs, x, divergence="hutchinson_gaussian",
+                                         key=k))(keys[:200])
+  np.testing.assert_allclose(lp.mean(0), flows.log_prob(field, obs, x), atol=0.1)
+  with pytest.raises(ValueError, match="probe"):
+    flows.divergence_hutchinson(field, obs, x, t, keys[0], 1, "uniform")

@@ -100,16 +100,21 @@ def flow_actor_critic_networks(seed: Any, example_obs: Any, example_actions: Any
   """``(rng, critic, actor, flow, action_dim)``: the three networks FAC and FQL share.
 
   A critic ensemble (LayerNorm per ``config.value_layer_norm``), a one-step
-  actor and a velocity field, all with ``config.hidden_dims``; ``rng`` is the
-  raw key data left for the agent.
+  actor and a velocity field, with ``config.hidden_dims`` unless the config gives
+  a network its own widths (``critic_hidden_dims``, ``actor_hidden_dims``,
+  ``flow_hidden_dims``, as FAC's does); ``rng`` is the raw key data left for the
+  agent.
   """
   obs_dim, action_dim = check_example(example_obs, example_actions)
   rng, k_critic, k_actor, k_flow = split_key_data(as_key_data(seed), 4)
-  hidden = tuple(config.hidden_dims)
-  critic = Net.create(QEnsemble(obs_dim, action_dim, hidden, num_qs=config.num_qs,
+  def widths(net: str) -> tuple[int, ...]:
+    own = getattr(config, f"{net}_hidden_dims", None)
+    return tuple(config.hidden_dims if own is None else own)
+
+  critic = Net.create(QEnsemble(obs_dim, action_dim, widths("critic"), num_qs=config.num_qs,
                                 layer_norm=config.value_layer_norm, rngs=nnx.Rngs(k_critic)))
-  actor = Net.create(OneStepActor(obs_dim, action_dim, hidden,
+  actor = Net.create(OneStepActor(obs_dim, action_dim, widths("actor"),
                                   layer_norm=config.actor_layer_norm, rngs=nnx.Rngs(k_actor)))
-  flow = Net.create(VelocityField(obs_dim, action_dim, hidden,
+  flow = Net.create(VelocityField(obs_dim, action_dim, widths("flow"),
                                   layer_norm=config.actor_layer_norm, rngs=nnx.Rngs(k_flow)))
   return rng, critic, actor, flow, action_dim

@@ -54,16 +54,24 @@ WEIGHTS = ("linear", "log")
 
 @dataclasses.dataclass(frozen=True)
 class FACConfig:
-  """FAC hyperparameters (defaults: the official code's, except discount 0.99 instead of 0.995)."""
+  """FAC hyperparameters; the defaults are the official code's (``get_config`` of its FAC agent).
+
+  Our experiments state their own settings (``experiments/flow_actor_critic.py``: discount
+  0.99, 2 x 128 networks). Not covered: the official flow pre-training loop (its epochs
+  and batch size) is the caller's; here ``pretrain_steps`` steps of ``batch_size``.
+  """
 
   lr: float = 3e-4  # Adam learning rate, all networks
   batch_size: int = 256  # transitions per update
-  hidden_dims: tuple[int, ...] = (512, 512, 512, 512)  # MLP widths of every network
+  hidden_dims: tuple[int, ...] = (512, 512, 512, 512)  # MLP widths of every network...
+  critic_hidden_dims: tuple[int, ...] | None = None  # ...unless given per network
+  actor_hidden_dims: tuple[int, ...] | None = None
+  flow_hidden_dims: tuple[int, ...] | None = None
   actor_layer_norm: bool = False  # LayerNorm in the actor and the flow
   value_layer_norm: bool = True  # LayerNorm in the critics
   num_qs: int = 2  # critic ensemble size
   q_agg: str = "min"  # ensemble aggregation of the TD target: "min" or "mean"
-  discount: float = 0.99  # gamma (the paper's OGBench runs use 0.995)
+  discount: float = 0.995  # gamma (the official default; FQL's is 0.99)
   tau: float = 0.005  # Polyak rate of the target critic
   alpha: float = 1.0  # weight of the density-weighted critic penalty (0: off)
   distill: float = 1.0  # lambda, weight of the distillation term in the actor loss
@@ -71,7 +79,7 @@ class FACConfig:
   weight: str = "linear"  # w = 1 - beta/eps ("linear") or 1 - log(1 + (beta/eps)^tau)/log 2
   weight_tau: float = 1.0  # tau of the "log" weight (1: logarithmic; 0.5 / 2 the other shapes)
   flow_steps: int = 10  # Euler steps of the flow, for sampling and densities
-  divergence: str = "exact"  # "exact" or "hutchinson" divergence in the density
+  divergence: str = "exact"  # "exact", "hutchinson" (Rademacher) or "hutchinson_gaussian"
   num_probes: int = 8  # Hutchinson probes
   normalize_q_loss: bool = True  # divide the actor's Q term by stop_grad(mean |Q|)
   pretrain_steps: int = 10_000  # behavior-flow steps before the actor-critic phase
@@ -224,6 +232,10 @@ def check_config(config: FACConfig) -> None:
     raise ValueError(f"config.threshold must be one of {THRESHOLDS}, got {config.threshold!r}")
   if config.weight not in WEIGHTS:
     raise ValueError(f"config.weight must be one of {WEIGHTS}, got {config.weight!r}")
+  for net in ("critic", "actor", "flow"):
+    own = getattr(config, f"{net}_hidden_dims")
+    if own is not None and (not own or any(int(h) < 1 for h in own)):
+      raise ValueError(f"config.{net}_hidden_dims must be None or positive widths, got {own!r}")
   if config.divergence not in flows.DIVERGENCES:
     raise ValueError(f"config.divergence must be one of {flows.DIVERGENCES}, "
                      f"got {config.divergence!r}")

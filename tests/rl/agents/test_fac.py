@@ -151,3 +151,18 @@ def test_flow_stays_frozen():
   values = jax.jit(lambda f: [loss(f, n) for n in names[1:]])
   assert not np.any(np.isclose(values(flow), values(moved)))
 
+
+
+def test_official_defaults_and_per_network_widths():
+  assert FACConfig().discount == 0.995 and FACConfig().divergence == "exact"
+  agent = FACAgent.create(0, np.zeros((1, OBS)), np.zeros((1, ACT)),
+                          FACConfig(hidden_dims=(8,), critic_hidden_dims=(6, 5),
+                                    flow_hidden_dims=(7,)))
+  widths = lambda net: sorted({leaf.shape[-1] for leaf in jax.tree.leaves(net.params)
+                               if leaf.ndim == 2})
+  assert {6, 5} <= set(widths(agent.critic)) and 8 not in widths(agent.critic)
+  assert 7 in widths(agent.flow) and 8 not in widths(agent.flow)
+  assert 8 in widths(agent.actor)
+  with pytest.raises(ValueError, match="actor_hidden_dims"):
+    FACAgent.create(0, np.zeros((1, OBS)), np.zeros((1, ACT)), FACConfig(actor_hidden_dims=()))
+
