@@ -2,6 +2,7 @@
 
     python -m experiments.dipper [--quick] [--out DIR] [--seeds S] [--checkpoint-dir DIR]
     python -m experiments.dipper --report-only --out DIR   # summary and figures again
+    python -m experiments.dipper --diagnose-eval [--quick ...] --out DIR   # see diagnose_eval
 
 All arms see the same number of environment steps per task. Logged after
 every iteration (deterministic evaluation): success rate, subgoal distance
@@ -22,22 +23,24 @@ import os
 import time
 
 import jax
+import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
 from tqdm.auto import tqdm
 
 from experiments.common import (
-    Claim,
-    ExperimentCLI,
-    machine,
-    pm,
-    sample_std,
-    shard_seeds,
-    write_results,
+  Claim,
+  ExperimentCLI,
+  machine,
+  pm,
+  sample_std,
+  save_json,
+  shard_seeds,
+  write_results,
 )
 from jaxlab import envs
 from jaxlab.rl import hrl
-from jaxlab.rl.agents.dipper import DipperConfig
+from jaxlab.rl.agents.dipper import DipperConfig, DipperHigh
 from jaxlab.rl.agents.gcsac import SACConfig
 
 # arm -> (the hierarchy, hrl.HRLConfig.agent; DIPPER's value weight lambda, None: the scale's)
@@ -239,6 +242,80 @@ def claims(result: dict) -> list[Claim]:
   ]
 
 
+# diagnose_eval's high-level choices: hrl.HIGH_MODES on the trained high level, and
+# "untrained": samples of a freshly initialised high level (same architecture)
+DIAG_HIGH = ("mean", "sample", "uniform", "untrained")
+
+
+def diagnose_eval(cfg: dict, lams: tuple[float, ...], episodes: int = 64) -> dict:
+  """Why deterministic maze success differs from training success (issue 16).
+
+  Trains DIPPER on the maze at each ``lam`` (``cfg``'s scale and seeds), then runs the
+  trained agents of every seed for ``episodes`` episodes with each high-level choice in
+  :data:`DIAG_HIGH` x a deterministic or stochastic low level (the same rollout as
+  training and evaluation, :func:`jaxlab.rl.hrl.make_train`'s ``train.rollout``).
+  With the mean subgoals it also measures the high policy at the window starts: its
+  std ``exp(log_std)`` and ``|mean|`` (pre-tanh), the spread across states of the
+  mean subgoal ``(tanh(mean) + 1) / 2`` (std over windows, averaged over the two
+  coordinates) and the distance from it to policy samples (goal units).
+  Returns per-seed numbers, keyed by lambda.
+  """
+  out = {}
+  for lam in lams:
+    out[f"{lam:g}"] = _diagnose_one(cfg, lam, episodes)
+    print(f"lambda {lam:g}:")
+    for name, m in out[f"{lam:g}"]["grid"].items():
+      print(f"  {name:26s} success {np.round(m['success'], 3).tolist()}  in wall "
+            f"{np.round(m['subgoal_in_wall'], 2).tolist()}  step "
+            f"{np.round(m['subgoal_step'], 2).tolist()}")
+    print("  policy at window starts:", {k: np.round(v, 3).tolist()
+                                         for k, v in out[f"{lam:g}"]["policy"].items()})
+  return out
+
+
+def _diagnose_one(cfg: dict, lam: float, episodes: int) -> dict:
+  env = TASKS["maze"][0]()
+  params = env.default_params
+  config = hrl_config("dipper", "maze", cfg, lam)
+  c, num_windows = config.subgoal_period, config.num_windows
+  train = hrl.make_train(env, params, config)
+  state, history = train(jax.random.split(jax.random.key(0), cfg["seeds"]))
+  last = max(1, len(history["env_steps"]) // 5)
+  example_obs = jnp.zeros(env.observation_space(params).shape)
+  fresh = jax.vmap(lambda k: DipperHigh.create(k, example_obs, jnp.zeros(2), 2, config.dipper))(
+      jax.random.split(jax.random.key(1), cfg["seeds"]))
+  ep_keys = jax.random.split(jax.random.key(2), episodes)
+
+  def evaluate(low, high, mode: str, low_det: bool):
+    return jax.vmap(lambda k: train.rollout(k, low, high, mode, low_det))(ep_keys)
+
+  grid, mean_ep = {}, None
+  for mode in DIAG_HIGH:
+    for low_det in (True, False):
+      high, run_mode = (fresh, "sample") if mode == "untrained" else (state.high, mode)
+      ep, m = jax.jit(jax.vmap(evaluate, (0, 0, None, None)), static_argnums=(2, 3))(
+          state.low, high, run_mode, low_det)
+      grid[f"high {mode}, low {'det' if low_det else 'stoch'}"] = {
+          k: np.asarray(v).mean(1).tolist() for k, v in m.items()}
+      if mode == "mean" and low_det:
+        mean_ep = ep
+
+  def policy_stats(high, ep, key):
+    obs = ep["obs"][:, ::c][:, :num_windows]  # (episodes, H, obs_dim) window starts
+    goal = jnp.broadcast_to(ep["desired"][:, None], obs.shape[:2] + (2,))
+    mean, log_std = high.policy(jnp.concatenate([obs, goal], -1))
+    samples = jnp.tanh(mean + jnp.exp(log_std) * jax.random.normal(key, mean.shape))
+    sub = (jnp.tanh(mean) + 1) / 2
+    return {"std": jnp.exp(log_std).mean(), "abs_mean": jnp.abs(mean).mean(),
+            "mean_subgoal_spread": sub.reshape(-1, 2).std(0).mean(),
+            "mean_to_sample": jnp.linalg.norm((samples + 1) / 2 - sub, axis=-1).mean()}
+
+  stats = jax.jit(jax.vmap(policy_stats, (0, 0, None)))(state.high, mean_ep, jax.random.key(3))
+  return {"grid": grid, "policy": {k: np.asarray(v).tolist() for k, v in stats.items()},
+          "recorded": {k: np.mean(history[k][-last:], 0).tolist()
+                       for k in ("eval/success", "train/success")}}
+
+
 def cli() -> ExperimentCLI:
   """The command line: every field of ``CONFIGS`` and the run's selections."""
   cli = ExperimentCLI(__doc__, CONFIGS, out="results/dipper",
@@ -251,6 +328,10 @@ def cli() -> ExperimentCLI:
   cli.parser.add_argument("--no-sweep", action="store_true",
                           help="skip the lambda sweep (which runs on the maze)")
   cli.parser.add_argument("--checkpoint-dir", default=None)
+  cli.parser.add_argument("--diagnose-eval", action="store_true",
+                          help="train DIPPER on the maze at lambda 0 and the scale's lam and "
+                               "evaluate it with mean, sampled, uniform and untrained "
+                               "subgoals (diagnose_eval); writes OUT/results.json")
   cli.parser.add_argument("--report-only", action="store_true",
                           help="rewrite summary.md and the figures from OUT/results.json")
   return cli
@@ -258,6 +339,15 @@ def cli() -> ExperimentCLI:
 
 def main(argv=None) -> dict:
   args, scale, cfg = cli().parse(argv)
+  if args.diagnose_eval:
+    start = time.time()
+    lams = tuple(dict.fromkeys((0.0, float(cfg["lam"]))))
+    result = {"scale": scale, "config": {k: list(v) if isinstance(v, tuple) else v
+                                         for k, v in cfg.items()},
+              "diagnosis": diagnose_eval(cfg, lams), "machine": machine()}
+    result["wall_time_s"] = time.time() - start
+    save_json(os.path.join(args.out, "results.json"), result, "dipper", argv)
+    return result
   if args.report_only:
     with open(os.path.join(args.out, "results.json")) as f:
       result = json.load(f)

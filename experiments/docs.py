@@ -585,6 +585,35 @@ def dipper() -> dict[str, str]:
       "bench_maze": f"{env('PointMaze')} ({f(ratio['PointMaze'])}x)",
       "bench_push": f"{env('PointPush')} ({f(ratio['PointPush'])}x)",
       "bench_grid": f"{env('PointMaze (grid obs)')} ({f(ratio['PointMaze (grid obs)'])}x)",
+      **_dipper_diagnosis(load("dipper", "diagnosis")),
+  }
+
+
+def _dipper_diagnosis(diag: dict) -> dict[str, str]:
+  """Issue 16's evaluation diagnosis (``experiments.dipper --diagnose-eval``): each number
+  is the mean over seeds, as a range over the diagnosed lambdas."""
+  runs = list(diag["diagnosis"].values())
+  cfg = diag["config"]
+  over = lambda get, fmt=f: span([float(np.mean(get(r))) for r in runs], fmt)  # noqa: E731
+  grid = lambda name, k="success": over(lambda r: r["grid"][name][k])  # noqa: E731
+  pol = lambda k, scale=1.0, fmt=f: over(lambda r: np.multiply(r["policy"][k], scale), fmt)  # noqa: E731
+  return {
+      "diag_setup": (f"{cfg['seeds']} seeds, {cfg['iterations']} iterations x "
+                     f"{cfg['num_envs']} episodes, nets {' x '.join(map(str, cfg['hidden']))}, "
+                     f"lambda {' and '.join(diag['diagnosis'])}"),
+      "diag_command": diag["provenance"]["command"],
+      "diag_recorded": (f"{over(lambda r: r['recorded']['eval/success'])} (train "
+                        f"{over(lambda r: r['recorded']['train/success'])})"),
+      "diag_mean_det": grid("high mean, low det"),
+      "diag_mean_stoch": grid("high mean, low stoch"),
+      "diag_sample_det": grid("high sample, low det"),
+      "diag_sample_stoch": grid("high sample, low stoch"),
+      "diag_uniform_det": grid("high uniform, low det"),
+      "diag_untrained_det": grid("high untrained, low det"),
+      "diag_std": pol("std"),
+      "diag_abs_mean": pol("abs_mean"),
+      "diag_spread_cells": pol("mean_subgoal_spread", 11.0),
+      "diag_sample_cells": pol("mean_to_sample", 11.0, lambda v: f(v, 1)),
   }
 
 

@@ -17,7 +17,8 @@ environments, stores them in an episode replay buffer, and trains:
   (:mod:`jaxlab.rl.agents.dipper`); ``V^L_m`` is the low level after ``m``
   extra SAC steps on fresh batches, recomputed every iteration.
 
-After every iteration a deterministic evaluation on ``eval_envs`` episodes
+After every iteration an evaluation on ``eval_envs`` episodes (deterministic
+low level; high level by ``eval_high``: its mean subgoal by default, or sampled)
 reports the success rate and DIPPER's diagnostics: subgoal distance (the
 state reached at the end of a window vs the subgoal proposed for it), the
 low-level Q of proposed subgoals, the fraction of subgoals inside walls and
@@ -42,6 +43,8 @@ from jaxlab.rl.agents.gcsac import SACAgent, SACConfig
 from jaxlab.training.chunks import run_chunks
 
 AGENTS = ("flat", "hier", "dipper")
+HIGH_MODES = ("mean", "sample", "uniform")  # rollout's high-level subgoal choices
+EVAL_HIGH = ("mean", "sample")  # HRLConfig.eval_high
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +62,10 @@ class HRLConfig:
   buffer_episodes: int = 512  # replay capacity in episodes
   her_prob: float = 0.8  # hindsight relabelling probability
   eval_envs: int = 32  # deterministic evaluation episodes per iteration
+  # evaluation's high-level subgoals: "mean" (tanh of the Gaussian mean, the recorded
+  # default) or "sample" (the stochastic policy, as in training); the low level is
+  # deterministic in evaluation either way
+  eval_high: str = "mean"
   low: SACConfig = SACConfig(hidden_dims=(64, 64))
   high: SACConfig = SACConfig(hidden_dims=(64, 64))  # HIER's high level
   dipper: DipperConfig = DipperConfig(hidden_dims=(64, 64))  # DIPPER's high level
@@ -91,6 +98,8 @@ def check_config(config: HRLConfig) -> None:
                "low_updates", "buffer_episodes", "eval_envs"):
     if int(getattr(config, name)) < 1:
       raise ValueError(f"config.{name} must be >= 1, got {getattr(config, name)}")
+  if config.eval_high not in EVAL_HIGH:
+    raise ValueError(f"config.eval_high must be one of {EVAL_HIGH}, got {config.eval_high!r}")
   if config.high_updates < 0 or not 0 <= config.her_prob <= 1:
     raise ValueError(f"config.high_updates must be >= 0 and her_prob in [0, 1], got "
                      f"{config.high_updates}, {config.her_prob}")
@@ -214,7 +223,11 @@ def sample_pairs(buffer: Buffer, key: jax.Array, low: Any, low_m: Any, batch_siz
 
 
 def make_train(env: Any, env_params: Any, config: HRLConfig):
-  """Builds ``train(keys, checkpoint_dir=None, stop_after=None) -> (state, history)``."""
+  """Builds ``train(keys, checkpoint_dir=None, stop_after=None) -> (state, history)``.
+
+  ``train.rollout(key, low, high, high_mode, low_deterministic) -> (episode, metrics)``
+  is the one-episode rollout that training and evaluation share (one seed's agents).
+  """
   check_config(config)
   c, num_windows = config.subgoal_period, config.num_windows
   horizon = c * num_windows
@@ -240,8 +253,16 @@ def make_train(env: Any, env_params: Any, config: HRLConfig):
         ptr=jnp.int32(0), size=jnp.int32(0))
     return HRLState(low, high, buffer, jax.random.key_data(rng))
 
-  def rollout(key, low: SACAgent, high: Any, deterministic: bool):
-    """One episode of T steps (no early reset): its arrays and its diagnostics."""
+  def rollout(key, low: SACAgent, high: Any, high_mode: str, low_deterministic: bool):
+    """One episode of T steps (no early reset): its arrays and its diagnostics.
+
+    ``high_mode`` (one of :data:`HIGH_MODES`) picks each window's high-level action:
+    ``"mean"`` tanh of the policy's Gaussian mean, ``"sample"`` a draw from the policy,
+    ``"uniform"`` uniform in [-1, 1] (ignoring the policy: a random-subgoal baseline).
+    Training uses ``("sample", False)``, evaluation ``(config.eval_high, True)``.
+    """
+    if high_mode not in HIGH_MODES:
+      raise ValueError(f"high_mode must be one of {HIGH_MODES}, got {high_mode!r}")
     k_reset, k_run = jax.random.split(key)
     obs, state = env.reset_env(k_reset, env_params)
     desired = env.desired_goal(state, env_params)
@@ -251,13 +272,16 @@ def make_train(env: Any, env_params: Any, config: HRLConfig):
       t, key = inp
       k_high, k_low, k_env = jax.random.split(key, 3)
       if hierarchical:
-        new = high.sample_actions(obs[None], desired[None], k_high, deterministic)[0]
+        if high_mode == "uniform":
+          new = jax.random.uniform(k_high, desired.shape, minval=-1.0, maxval=1.0)
+        else:
+          new = high.sample_actions(obs[None], desired[None], k_high, high_mode == "mean")[0]
         start = t % c == 0
         hact = jnp.where(start, new, hact)
         sub = jnp.where(start, (hact + 1.0) / 2.0, sub)
       else:
         sub, start = desired, t % c == 0
-      action = low.sample_actions(obs[None], sub[None], k_low, deterministic)[0]
+      action = low.sample_actions(obs[None], sub[None], k_low, low_deterministic)[0]
       record = {"obs": obs, "ach": env.achieved_goal(state, env_params), "act": action,
                 "sub": sub, "hact": hact, "start": start,
                 "in_wall": env.subgoal_in_wall(state, sub)}
@@ -301,8 +325,8 @@ def make_train(env: Any, env_params: Any, config: HRLConfig):
 
   def iteration(s: HRLState, _) -> tuple[HRLState, dict]:
     rng, k_roll, k_low, k_high, k_m, k_eval = split(s.rng, 6)
-    episodes, train_m = jax.vmap(rollout, (0, None, None, None))(
-        jax.random.split(k_roll, config.num_envs), s.low, s.high, False)
+    episodes, train_m = jax.vmap(rollout, (0, None, None, None, None))(
+        jax.random.split(k_roll, config.num_envs), s.low, s.high, "sample", False)
     buffer = add(s.buffer, episodes)
     low_sampler = lambda k: sample_low(buffer, k, config.low.batch_size, config.her_prob,
                                        threshold)
@@ -322,8 +346,8 @@ def make_train(env: Any, env_params: Any, config: HRLConfig):
                                        config.dipper.relabel_prob, threshold),
           k_high, config.high_updates)
       info.update(high_info)
-    _, eval_m = jax.vmap(rollout, (0, None, None, None))(
-        jax.random.split(k_eval, config.eval_envs), low, high, True)
+    _, eval_m = jax.vmap(rollout, (0, None, None, None, None))(
+        jax.random.split(k_eval, config.eval_envs), low, high, config.eval_high, True)
     metrics = {**info, **{f"eval/{k}": v.mean() for k, v in eval_m.items()},
                "train/success": train_m["success"].mean()}
     return HRLState(low, high, buffer, rng), metrics
@@ -353,4 +377,5 @@ def make_train(env: Any, env_params: Any, config: HRLConfig):
     stacked = {k: np.concatenate([h[k] for h in history]) for k in (history[0] if history else {})}
     return state, stacked
 
+  train.rollout = rollout  # for diagnostics: evaluate trained agents in other modes
   return train

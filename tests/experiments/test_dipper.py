@@ -23,6 +23,21 @@ def test_smoke_run(tmp_path, capsys):
   assert "high/dpo_loss" in res["runs"][1]["final"]
 
 
+def test_diagnose_eval_smoke(tmp_path):
+  # --diagnose-eval at the smoke scale: lambda 0 and the scale's lambda 1, every high-level
+  # choice x low-level determinism, rates in [0, 1], the policy's stats per seed
+  dipper_exp.main(["--smoke", "--diagnose-eval", "--out", str(tmp_path)])
+  saved = json.loads((tmp_path / "results.json").read_text())
+  assert list(saved["diagnosis"]) == ["0", "1"]
+  assert "--diagnose-eval" in saved["provenance"]["command"]
+  d = saved["diagnosis"]["1"]
+  assert len(d["grid"]) == 2 * len(dipper_exp.DIAG_HIGH)
+  for m in d["grid"].values():
+    assert len(m["success"]) == 2 and all(0.0 <= v <= 1.0 for v in m["success"])
+  assert all(v > 0 for v in d["policy"]["std"])
+  assert all(0.0 <= v < 0.5 for v in d["policy"]["mean_subgoal_spread"])
+
+
 def test_bad_arm():
   with pytest.raises(ValueError, match="arm"):
     dipper_exp.hrl_config("hac", "maze", dipper_exp.CONFIGS["smoke"])

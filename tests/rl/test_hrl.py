@@ -103,6 +103,43 @@ def test_dipper_loop_runs_and_resumes_exactly(tmp_path):
     other(keys, checkpoint_dir=str(tmp_path))
 
 
+def test_eval_high_sample_changes_only_the_evaluation():
+  # eval_high="sample" evaluates the stochastic high level: the same training (same keys,
+  # same losses and training episodes), different evaluation subgoals
+  env = envs.PointMaze()
+  keys = jax.random.split(jax.random.key(5), 1)
+  cfg = dataclasses.replace(_tiny("dipper"), iterations=2, eval_envs=4)
+  _, mean = hrl.make_train(env, env.default_params, cfg)(keys)
+  _, samp = hrl.make_train(env, env.default_params,
+                           dataclasses.replace(cfg, eval_high="sample"))(keys)
+  for k in ("train/success", "high/dpo_loss", "low/critic_loss"):
+    np.testing.assert_array_equal(samp[k], mean[k])
+  assert not np.allclose(samp["eval/subgoal_step"], mean["eval/subgoal_step"])
+
+
+def test_rollout_high_modes():
+  # one trained-from-scratch seed: "mean" subgoals are tanh of the policy mean, "sample"
+  # and "uniform" differ from it; the low level's determinism is its own switch
+  env = envs.PointMaze()
+  cfg = _tiny("dipper")
+  train = hrl.make_train(env, env.default_params, cfg)
+  state, _ = train(jax.random.split(jax.random.key(6), 1))
+  low, high = jax.tree.map(lambda x: x[0], (state.low, state.high))
+  run = jax.jit(train.rollout, static_argnums=(3, 4))
+  key = jax.random.key(7)
+  ep = {m: run(key, low, high, m, True)[0] for m in hrl.HIGH_MODES}
+  obs = ep["mean"]["obs"][:: cfg.subgoal_period][: cfg.num_windows]
+  goal = jnp.broadcast_to(ep["mean"]["desired"], obs.shape[:1] + ep["mean"]["desired"].shape)
+  np.testing.assert_allclose(ep["mean"]["high_act"],
+                             high.sample_actions(obs, goal, key, True), atol=1e-6)
+  for m in ("sample", "uniform"):
+    assert not np.allclose(ep[m]["high_act"], ep["mean"]["high_act"])
+  stoch = run(key, low, high, "mean", False)[0]
+  assert not np.allclose(stoch["act"], ep["mean"]["act"])
+  with pytest.raises(ValueError, match="high_mode"):
+    train.rollout(key, low, high, "mode", True)
+
+
 def test_hier_trains_its_high_level_by_sac():
   env = envs.PointPush()
   cfg = dataclasses.replace(_tiny("hier"), iterations=1)
@@ -117,6 +154,8 @@ def test_bad_hrl_config():
     hrl.make_train(envs.PointMaze(), envs.MazeParams(), hrl.HRLConfig(agent="hac"))
   with pytest.raises(ValueError, match="num_envs"):
     hrl.make_train(envs.PointMaze(), envs.MazeParams(), hrl.HRLConfig(num_envs=0))
+  with pytest.raises(ValueError, match="eval_high"):
+    hrl.make_train(envs.PointMaze(), envs.MazeParams(), hrl.HRLConfig(eval_high="mode"))
 
 
 # -- DIPPER's and HER's relabelling on hand-built episodes -----------------------------------
