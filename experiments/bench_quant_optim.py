@@ -24,6 +24,7 @@ import time
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from experiments.common import ExperimentCLI, Ratio, save_json
@@ -45,16 +46,17 @@ CONFIGS = {
 }
 
 
-def _time_all(cases: dict, repeats: int, inner: int) -> dict[str, float]:
-  """Best-of-``repeats`` seconds per call for each jitted ``fn(*args) -> args``.
+def _time_all(cases: dict, repeats: int, inner: int) -> dict[str, list[float]]:
+  """Seconds per call of each jitted ``fn(*args) -> args``, one value per round.
 
-  ``cases`` maps a name to ``(fn, args)``. Rounds interleave the cases, so slow
-  drift of a shared machine hits all of them alike, and the minimum over
-  rounds (as ``timeit`` recommends) is reported. Everything is compiled first.
+  ``cases`` maps a name to ``(fn, args)``. Each of the ``repeats`` rounds times
+  every case once (``inner`` calls), so the rounds interleave the cases and slow
+  drift of a shared machine hits all of them alike; a ratio to the anchor is then
+  taken within a round (paired). Everything is compiled first.
   """
   for fn, args in cases.values():
     jax.block_until_ready(fn(*args))
-  best = {name: float("inf") for name in cases}
+  times = {name: [] for name in cases}
   for _ in range(repeats):
     for name, (fn, args) in cases.items():
       start = time.perf_counter()
@@ -62,8 +64,8 @@ def _time_all(cases: dict, repeats: int, inner: int) -> dict[str, float]:
       for _ in range(inner):
         state = fn(*state)
       jax.block_until_ready(state)
-      best[name] = min(best[name], (time.perf_counter() - start) / inner)
-  return best
+      times[name].append((time.perf_counter() - start) / inner)
+  return times
 
 
 def state_bytes(state) -> int:
@@ -72,14 +74,14 @@ def state_bytes(state) -> int:
 
 # The timing settings by scale (CONFIGS above names the optimizers).
 SETTINGS = {"full": dict(repeats=10, inner=20, configs=list(CONFIGS)),
-            "quick": dict(repeats=3, inner=3, configs=list(CONFIGS))}
+            "quick": dict(repeats=5, inner=3, configs=list(CONFIGS))}
 
 
 def cli() -> ExperimentCLI:
   """The command line: every field of ``SETTINGS``."""
   return ExperimentCLI(__doc__, SETTINGS, out="results/bench_quant_optim",
                        quick_help="fewer repeats", choices={"configs": list(CONFIGS)},
-                       helps={"repeats": "timed repeats (the best is kept)",
+                       helps={"repeats": "interleaved timing rounds (medians are reported)",
                               "inner": "steps per timed repeat",
                               "configs": "optimizers to time (optax.adam, the anchor, is always "
                                          "included)"})
@@ -119,15 +121,20 @@ def main(argv=None) -> dict:
     cases[(name, "train_step_s")] = (train_step, (params, state))
     rows[name] = {"state_bytes": state_bytes(state)}
   for (name, field), seconds in _time_all(cases, repeats, inner).items():
-    rows[name][field] = seconds
+    rows[name][field + "_rounds"] = seconds
+    rows[name][field] = float(np.median(seconds))
 
   if jax.default_backend() in ("gpu", "tpu"):
     rows.update(_bench_kernel(params, grads, repeats, inner))
 
   ref = rows["optax.adam"]
   for r in rows.values():
-    r["opt_step_ratio"] = r["opt_step_s"] / ref["opt_step_s"]
-    r["train_step_ratio"] = r["train_step_s"] / ref["train_step_s"]
+    for field in ("opt_step", "train_step"):
+      # the median over rounds of the ratio within each round, and its min-max
+      per_round = (np.asarray(r.get(f"{field}_s_rounds", [np.nan]))
+                   / np.asarray(ref[f"{field}_s_rounds"]))
+      r[f"{field}_ratio"] = float(np.median(per_round))
+      r[f"{field}_ratio_range"] = [float(per_round.min()), float(per_round.max())]
     r["state_bytes_ratio"] = r["state_bytes"] / ref["state_bytes"]
 
   header = (f"{'optimizer':26s} {'opt step':>10s} {'ratio':>6s} {'train step':>11s} "
@@ -158,8 +165,10 @@ def ratios(result: dict) -> list[Ratio]:
       continue
     train = r.get("train_step_ratio")
     train = "n/a" if train is None or not math.isfinite(train) else f"{train:.2f}x"
+    lo, hi = r.get("train_step_ratio_range", (math.nan, math.nan))
+    spread = f" ({lo:.2f}-{hi:.2f}x over rounds)" if math.isfinite(lo) else ""
     out.append(Ratio(f"{name}: optimizer step vs optax.adam", float(r["opt_step_ratio"]),
-                     f"whole training step {train}; state bytes "
+                     f"whole training step {train}{spread}; state bytes "
                      f"{r['state_bytes_ratio']:.3f}x"))
   return out
 
@@ -184,7 +193,8 @@ def _bench_kernel(params, grads, repeats, inner) -> dict:
 
     args = (p, jnp.zeros_like(p), jnp.zeros_like(p), jnp.int32(1))
     t = _time_all({name: (jax.jit(step), args)}, repeats, inner)[name]
-    out[name] = {"opt_step_s": t, "train_step_s": float("nan"), "state_bytes": 2 * p.nbytes}
+    out[name] = {"opt_step_s": float(np.median(t)), "opt_step_s_rounds": t,
+                 "train_step_s": float("nan"), "state_bytes": 2 * p.nbytes}
   return out
 
 
