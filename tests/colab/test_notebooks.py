@@ -10,6 +10,7 @@ results never land in the repository.
 """
 
 import importlib.metadata
+import importlib.util
 import json
 import os
 import pathlib
@@ -77,3 +78,17 @@ def test_notebook_runs(path, tmp_path, monkeypatch):
   # its figures inline (importing an experiment must not switch matplotlib's backend)
   assert list(tmp_path.glob("results/*/summary.md")), os.listdir(tmp_path)
   assert any("image/png" in o.get("data", {}) for o in outputs)
+  # where the experiment's own smoke run executes only here (once per suite), its test
+  # module's checks run on the notebook's output
+  checks = getattr(_experiment_tests(path.stem), "check_smoke_results", None)
+  if checks is not None:
+    checks(tmp_path / "results" / path.stem)
+
+
+def _experiment_tests(name: str):
+  """``tests/experiments/test_<name>.py`` as a module (loaded by path: tests is no package)."""
+  file = ROOT / "tests" / "experiments" / f"test_{name}.py"
+  spec = importlib.util.spec_from_file_location(f"_notebook_checks_{name}", file)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
