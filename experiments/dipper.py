@@ -18,6 +18,7 @@ lambda trivial ones. Writes ``results.json``, ``summary.md``,
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import time
@@ -41,7 +42,7 @@ from experiments.common import (
 from jaxlab import envs
 from jaxlab.rl import hrl
 from jaxlab.rl.agents.dipper import DipperConfig, DipperHigh
-from jaxlab.rl.agents.gcsac import SACConfig
+from jaxlab.rl.agents.gcsac import SACConfig, tanh_gaussian_sample
 
 # arm -> (the hierarchy, hrl.HRLConfig.agent; DIPPER's value weight lambda, None: the scale's)
 ARMS = {"flat": ("flat", None), "hier": ("hier", None), "dipper_no_v": ("dipper", 0.0),
@@ -286,6 +287,8 @@ def _diagnose_one(cfg: dict, lam: float, episodes: int) -> dict:
       jax.random.split(jax.random.key(1), cfg["seeds"]))
   ep_keys = jax.random.split(jax.random.key(2), episodes)
 
+  @functools.partial(jax.jit, static_argnums=(2, 3))  # one compile per (mode, low_det)
+  @functools.partial(jax.vmap, in_axes=(0, 0, None, None))  # over seeds
   def evaluate(low, high, mode: str, low_det: bool):
     return jax.vmap(lambda k: train.rollout(k, low, high, mode, low_det))(ep_keys)
 
@@ -293,8 +296,7 @@ def _diagnose_one(cfg: dict, lam: float, episodes: int) -> dict:
   for mode in DIAG_HIGH:
     for low_det in (True, False):
       high, run_mode = (fresh, "sample") if mode == "untrained" else (state.high, mode)
-      ep, m = jax.jit(jax.vmap(evaluate, (0, 0, None, None)), static_argnums=(2, 3))(
-          state.low, high, run_mode, low_det)
+      ep, m = evaluate(state.low, high, run_mode, low_det)
       grid[f"high {mode}, low {'det' if low_det else 'stoch'}"] = {
           k: np.asarray(v).mean(1).tolist() for k, v in m.items()}
       if mode == "mean" and low_det:
@@ -304,7 +306,7 @@ def _diagnose_one(cfg: dict, lam: float, episodes: int) -> dict:
     obs = ep["obs"][:, ::c][:, :num_windows]  # (episodes, H, obs_dim) window starts
     goal = jnp.broadcast_to(ep["desired"][:, None], obs.shape[:2] + (2,))
     mean, log_std = high.policy(jnp.concatenate([obs, goal], -1))
-    samples = jnp.tanh(mean + jnp.exp(log_std) * jax.random.normal(key, mean.shape))
+    samples = tanh_gaussian_sample(mean, log_std, key)[0]
     sub = (jnp.tanh(mean) + 1) / 2
     return {"std": jnp.exp(log_std).mean(), "abs_mean": jnp.abs(mean).mean(),
             "mean_subgoal_spread": sub.reshape(-1, 2).std(0).mean(),

@@ -325,8 +325,8 @@ def make_train(env: Any, env_params: Any, config: HRLConfig):
 
   def iteration(s: HRLState, _) -> tuple[HRLState, dict]:
     rng, k_roll, k_low, k_high, k_m, k_eval = split(s.rng, 6)
-    episodes, train_m = jax.vmap(rollout, (0, None, None, None, None))(
-        jax.random.split(k_roll, config.num_envs), s.low, s.high, "sample", False)
+    episodes, train_m = jax.vmap(lambda k: rollout(k, s.low, s.high, "sample", False))(
+        jax.random.split(k_roll, config.num_envs))
     buffer = add(s.buffer, episodes)
     low_sampler = lambda k: sample_low(buffer, k, config.low.batch_size, config.her_prob,
                                        threshold)
@@ -346,8 +346,8 @@ def make_train(env: Any, env_params: Any, config: HRLConfig):
                                        config.dipper.relabel_prob, threshold),
           k_high, config.high_updates)
       info.update(high_info)
-    _, eval_m = jax.vmap(rollout, (0, None, None, None, None))(
-        jax.random.split(k_eval, config.eval_envs), low, high, config.eval_high, True)
+    _, eval_m = jax.vmap(lambda k: rollout(k, low, high, config.eval_high, True))(
+        jax.random.split(k_eval, config.eval_envs))
     metrics = {**info, **{f"eval/{k}": v.mean() for k, v in eval_m.items()},
                "train/success": train_m["success"].mean()}
     return HRLState(low, high, buffer, rng), metrics

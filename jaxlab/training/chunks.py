@@ -21,6 +21,7 @@ import dataclasses
 import json
 import os
 import warnings
+import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -104,8 +105,6 @@ def _jsonable(value: Any) -> Any:
 
 
 def _crc32(arr: np.ndarray) -> int:
-  import zlib
-
   return zlib.crc32(np.ascontiguousarray(arr).tobytes())
 
 
