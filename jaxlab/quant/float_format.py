@@ -255,9 +255,12 @@ def quantize_f32(
     max_f = lax.bitcast_convert_type(max_bits.astype(jnp.uint32), jnp.float32)
   else:
     max_f = jnp.asarray(max_value, jnp.float32)
-  res_f = lax.bitcast_convert_type(res, jnp.float32)
-  res_f = jnp.where(res_f > max_f, max_f, res_f)  # saturate (inf included)
-  res = lax.bitcast_convert_type(res_f, jnp.uint32)
+  # Saturate (inf included) in the integer domain: ``res`` and ``max_f`` are non-negative
+  # and not NaN, so their bits order as their values do. A float comparison would pass
+  # subnormals through float registers, which flush them to zero where denormals are off
+  # (TPU, and XLA:CPU with some code generators).
+  max_u = lax.bitcast_convert_type(max_f, jnp.uint32)
+  res = jnp.where(res > max_u, max_u, res)
   res = jnp.where(special, a, res) | sign
   return lax.bitcast_convert_type(res, jnp.float32)
 
