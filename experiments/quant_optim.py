@@ -95,15 +95,18 @@ def bits_of(m: Any, components: str = "GWMV") -> dict[str, Any]:
 
 
 def sweep(fn: Callable, *axes: jax.Array) -> np.ndarray:
-  """``fn`` vmapped over the outer product of ``axes`` (first axis outermost).
+  """``fn`` evaluated on the outer product of ``axes`` (first axis outermost).
 
-  The last axis is the seeds: it is placed over all devices (:func:`shard_seeds`).
+  One ``vmap`` over the flattened product (nested vmaps, one per axis, trace every
+  operation once per level), reshaped to ``(len(axes[0]), ..., len(axes[-1]), ...)``.
+  The last axis is the seeds; the flattened grid is placed over all devices
+  (:func:`shard_seeds`), which splits it evenly when the seed count divides by them.
   """
-  f = fn
-  for i in reversed(range(len(axes))):
-    in_axes = tuple(0 if j == i else None for j in range(len(axes)))
-    f = jax.vmap(f, in_axes=in_axes)
-  return np.asarray(jax.jit(f)(*axes[:-1], shard_seeds(axes[-1])))
+  sizes = [len(a) for a in axes]
+  idx = np.indices(sizes).reshape(len(axes), -1)  # row-major: the last axis fastest
+  grid = [jnp.asarray(a)[i] for a, i in zip(axes, idx, strict=True)]
+  out = jax.jit(jax.vmap(fn))(*shard_seeds(grid))
+  return np.asarray(out).reshape(*sizes, *out.shape[1:])
 
 
 # ---------------------------------------------------------------- part 1 / 4
@@ -191,15 +194,17 @@ def part_ablation(cfg, lrs, pbar):
   seeds = jnp.arange(cfg["seeds"])
   out = {}
   for name in ("adam", "muon"):
-    fp32 = []
     for rounding in ("nearest", "stochastic"):
       fn = lambda m, c, s, name=name, rounding=rounding: least_squares_run(
           name, lrs[name + "_ls"], m, c, s, problem=problem, steps=cfg["ls_steps"],
           rounding=rounding, batch=64)
-      out[f"{name}/{rounding}"] = sweep(fn, ms, comps, seeds).tolist()  # (M, 4, seeds)
-      fp32.append(sweep(fn, jnp.array([OFF]), jnp.array([0]), seeds)[0, 0])
+      # fp32 rides in the same compiled sweep as one more mantissa, M = OFF, where every
+      # component is the identity (whichever component "quantizes")
+      loss = sweep(fn, jnp.append(ms, OFF), comps, seeds)  # (M + 1, 4, seeds)
+      out[f"{name}/{rounding}"] = loss[:-1].tolist()
+      if rounding == "nearest":
+        out[f"{name}/fp32"] = loss[-1, 0].tolist()
       pbar.update(1)
-    out[f"{name}/fp32"] = fp32[0].tolist()
   return {"mantissas": ms.tolist(), "components": list(COMPONENTS), "final_loss": out,
           "steps": cfg["ls_steps"]}
 
@@ -255,8 +260,8 @@ def part_mlp(cfg, pbar):
       fn = lambda m, s, name=name, rounding=rounding: run(name, m, s, rounding)
       out[f"{name}/{rounding}"] = sweep(fn, ms, seeds).tolist()  # (M, seeds, 2)
       pbar.update(1)
-  storage = {}
-  for st in (None, "bfloat16", "float8_e4m3fn", "int8"):
+  storage = {}  # keyed "None" (fp32 moments, the reference), then each compact storage
+  for st in (None, *cfg["mlp_storages"]):
     fn = lambda s, st=st: run("adam", OFF, s, "nearest", storage=st)
     storage[str(st)] = sweep(fn, seeds).tolist()  # (seeds, 2)
   pbar.update(1)
@@ -534,16 +539,20 @@ def _save(fig, out, name):
   return path
 
 
+STORAGES = ("bfloat16", "float8_e4m3fn", "int8")  # moment_storage values against fp32 moments
 CONFIGS = {
     # "smoke": the tests' setting (every code path, seconds of compute).
+    # The smoke scale compiles one compact moment storage (each is its own program).
     "smoke": dict(seeds=1, rosen_steps=40, horizons=[20, 40], ablation_mantissas=[1, 7],
-                  ls_steps=40, mlp_steps=20, mlp_mantissas=[2, 23], mlp_lr=1e-3),
+                  ls_steps=40, mlp_steps=20, mlp_mantissas=[2, 23], mlp_lr=1e-3,
+                  mlp_storages=["int8"]),
     "quick": dict(seeds=2, rosen_steps=500, horizons=[250, 1000],
                   ablation_mantissas=[1, 4], ls_steps=500, mlp_steps=200,
-                  mlp_mantissas=[1, 2, 4, 7, 23], mlp_lr=1e-3),
+                  mlp_mantissas=[1, 2, 4, 7, 23], mlp_lr=1e-3, mlp_storages=list(STORAGES)),
     "full": dict(seeds=5, rosen_steps=4000, horizons=[250, 500, 1000, 2000, 4000, 8000, 16000],
                  ablation_mantissas=[1, 4, 7], ls_steps=2000, mlp_steps=2000,
-                 mlp_mantissas=[1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 23], mlp_lr=1e-3),
+                 mlp_mantissas=[1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 23], mlp_lr=1e-3,
+                 mlp_storages=list(STORAGES)),
 }
 
 
@@ -553,9 +562,11 @@ def cli() -> ExperimentCLI:
   return ExperimentCLI(
       __doc__, {scale: dict(c, **data) for scale, c in CONFIGS.items()},
       out="results/quant_optim", quick_help="smoke scale (< 5 min on 2 cores)",
-      types={"max_examples": int | None}, choices={"dataset": DATASETS},
+      types={"max_examples": int | None},
+      choices={"dataset": DATASETS, "mlp_storages": STORAGES},
       helps={"dataset": "MLP data; mnist/cifar10 need TFDS data prepared locally",
-             "max_examples": "cap per TFDS split", "seeds": "seeds per setting"})
+             "max_examples": "cap per TFDS split", "seeds": "seeds per setting",
+             "mlp_storages": "Adam moment storages compared with fp32 moments on the MLP"})
 
 
 def main(argv: list[str] | None = None) -> dict:
