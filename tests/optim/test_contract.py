@@ -89,8 +89,9 @@ def test_inject_hyperparams_matches(name):
   opt_inject = optax.inject_hyperparams(factory, static_args=static)(**kwargs)
   params = {"a": -jnp.ones((2, 3)), "b": jnp.ones((5,))}
   grads = {"a": jnp.ones((2, 3)), "b": -jnp.linspace(0.1, 1.0, 5)}
-  u, s = jax.jit(opt.update)(grads, jax.jit(opt.init)(params), params)
-  ui, si = jax.jit(opt_inject.update)(grads, jax.jit(opt_inject.init)(params), params)
+  # both optimizers' init and update in one compiled program (one compile per case)
+  (u, s), (ui, si) = jax.jit(lambda g, p: tuple(o.update(g, o.init(p), p)
+                                                 for o in (opt, opt_inject)))(grads, params)
   chex_close = functools.partial(np.testing.assert_allclose, rtol=1e-5, atol=1e-6)
   jax.tree.map(chex_close, ui, u)
   jax.tree.map(lambda a, b: chex_close(np.asarray(a, np.float64), np.asarray(b, np.float64)),
@@ -104,12 +105,13 @@ def test_preserve_dtype_and_multisteps(name, dtype):
   params = {"m": jnp.array([[1.0, 2.0], [3.0, 4.0]], dtype), "v": jnp.array([1.0, 2.0], dtype)}
   grads = jax.grad(lambda p: sum(jnp.sum(x.astype(jnp.float32) ** 2)
                                  for x in jax.tree.leaves(p)))(params)
-  updates, _ = jax.jit(opt.update)(grads, jax.jit(opt.init)(params), params)
+  multi = optax.MultiSteps(opt, every_k_schedule=4)
+  # the optimizer's and MultiSteps' first updates in one compiled program
+  updates, multi_updates = jax.jit(lambda g, p: tuple(o.update(g, o.init(p), p)[0]
+                                                      for o in (opt, multi)))(grads, params)
   for u, p in zip(jax.tree.leaves(updates), jax.tree.leaves(params), strict=True):
     assert u.dtype == p.dtype
-  multi = optax.MultiSteps(opt, every_k_schedule=4)
-  updates, _ = jax.jit(multi.update)(grads, jax.jit(multi.init)(params), params)
-  for u in jax.tree.leaves(updates):
+  for u in jax.tree.leaves(multi_updates):
     np.testing.assert_array_equal(u, jnp.zeros_like(u))
 
 
