@@ -11,7 +11,8 @@ insertion, checked against scipy at the end). Algorithms:
 * ``push_relabel``: the paper's algorithm, one request at a time;
 * ``push_relabel+tail``: the same with an exact tail for the last 50 requests
   (the official code's setting);
-* ``push_relabel/batch``: the paper's parallel rounds, one chunk per batch;
+* ``push_relabel/batch``: the paper's parallel rounds, one chunk per batch (after an omega
+  doubling every request is re-inserted by rounds too, chunk by chunk);
 * ``exact``: one shortest augmenting path per insertion;
 * ``greedy``: nearest free server;
 * ``scipy/resolve``: ``linear_sum_assignment`` re-solved from scratch after
@@ -80,6 +81,7 @@ def run_algorithm(name: str, servers, requests, metric: str) -> dict:
   if state.extra is not None:
     out["omega_restarts"] = int(state.extra.restarts)
     out["rounds"] = int(state.extra.rounds)
+    out["fallbacks"] = int(state.extra.fallbacks)  # batch requests placed one at a time
     out["steps"] = int(state.extra.steps)
     out["final_omega"] = float(state.extra.omega)
   return out
@@ -130,6 +132,8 @@ def summarize(runs: list[dict]) -> list[list[str]]:
         mean = lambda k, name=name, group=group: np.mean([r["algorithms"][name][k] for r in group])
         extra = (f"restarts {mean('omega_restarts'):.1f}, steps {mean('steps'):.0f}, "
                  f"rounds {mean('rounds'):.0f}")
+        if name.endswith("/batch") and "fallbacks" in group[0]["algorithms"][name]:
+          extra += f", sequential fallbacks {mean('fallbacks'):.0f}"
       rows.append([family, str(n), name] + [f"{a.mean():.3f} ({a.min():.3f}-{a.max():.3f})"
                                              for a in at]
                   + [f"{times.mean():.2f}", f"{per.mean():.3f}", extra])

@@ -72,7 +72,8 @@ class PushRelabelState(NamedTuple):
   omega: jax.Array  # float32 guess of OPT
   restarts: jax.Array  # int32 number of omega doublings
   steps: jax.Array  # int32 pushes + relabels + level moves (+ parallel rounds)
-  rounds: jax.Array  # int32 parallel rounds run by insert_batch
+  rounds: jax.Array  # int32 parallel rounds run by insert_batch (re-insertions included)
+  fallbacks: jax.Array  # int32 requests that insert_batch placed one at a time (exact tail)
   tail_servers: jax.Array  # (n,) bool: servers of the exact tail (all False before it)
 
 
@@ -111,6 +112,7 @@ def init_extra(cfg: MatchConfig) -> PushRelabelState:
       restarts=jnp.int32(0),
       steps=jnp.int32(0),
       rounds=jnp.int32(0),
+      fallbacks=jnp.int32(0),
       tail_servers=jnp.zeros((cfg.num_servers,), bool),
   )
 
@@ -204,17 +206,45 @@ def _omega_ok(state: MatchState, count: jax.Array) -> jax.Array:
   return jnp.all(counts.astype(jnp.float32) <= bound)
 
 
-def _rebuild(state: MatchState, count: jax.Array) -> MatchState:
-  """Doubles omega, resets everything and re-inserts requests 0..count-1."""
+def _reset_doubled(state: MatchState) -> MatchState:
+  """Everything unmatched and every dual zero, with omega doubled (counters kept)."""
   cfg = state.config
   old = state.extra
   pr = init_extra(cfg)._replace(omega=old.omega * 2, restarts=old.restarts + 1,
-                                 steps=old.steps, rounds=old.rounds,
+                                 steps=old.steps, rounds=old.rounds, fallbacks=old.fallbacks,
                                  tail_servers=old.tail_servers)
-  state = state.replace(
+  return state.replace(
       server_of=jnp.full_like(state.server_of, -1), request_of=jnp.full_like(state.request_of, -1),
       extra=pr)
-  return jax.lax.fori_loop(0, count, lambda i, s: _place(s, i), state)
+
+
+def _rebuild(state: MatchState, count: jax.Array) -> MatchState:
+  """Doubles omega, resets everything and re-inserts requests 0..count-1 one by one."""
+  return jax.lax.fori_loop(0, count, lambda i, s: _place(s, i), _reset_doubled(state))
+
+
+def _rebuild_rounds(state: MatchState, count: jax.Array, width: int) -> MatchState:
+  """Doubles omega, resets everything and re-inserts requests 0..count-1 as the batch
+  algorithm inserts them: in arrival order, ``width`` at a time, each chunk placed by
+  parallel rounds (:func:`_parallel_rounds`) among the requests re-inserted so far."""
+
+  def chunk(k, s):
+    rows = k * width + jnp.arange(width)
+    end = jnp.minimum((k + 1) * width, count)
+    return _parallel_rounds(_start_free(s, rows, rows < end), end, width)
+
+  return jax.lax.fori_loop(0, (count + width - 1) // width, chunk, _reset_doubled(state))
+
+
+def _start_free(state: MatchState, rows: jax.Array, valid: jax.Array) -> MatchState:
+  """Requests ``rows[valid]`` start free at level 0 with their initial duals (computed
+  together, against the server duals before any of them is matched)."""
+  cfg, pr = state.config, state.extra
+  idx = jnp.where(valid, rows, cfg.capacity)
+  y0 = jax.vmap(lambda r: _initial_dual(state, r))(jnp.minimum(rows, cfg.capacity - 1))
+  return state.replace(extra=pr._replace(
+      y_r=pr.y_r.at[:, idx].set(0, mode="drop").at[0, idx].set(y0, mode="drop"),
+      level=pr.level.at[idx].set(0, mode="drop")))
 
 
 def insert_push_relabel(state: MatchState, row: jax.Array) -> MatchState:
@@ -357,9 +387,11 @@ def insert_batch_push_relabel(state: MatchState, requests: jax.Array) -> MatchSt
 
   New requests start free at level 0 with ``y_0(r) = min(y_max(0), min_s d_0 +
   1 - y_0(s))``. After the rounds the omega check runs; if it fails, omega
-  doubles and every request is re-inserted sequentially in arrival order
-  (as after a sequential insertion), until the check holds. With
-  ``exact_tail`` the requests past the tail start are inserted one by one.
+  doubles and every request is re-inserted in arrival order by the same parallel
+  rounds, ``len(requests)`` at a time (:func:`_rebuild_rounds`), until the check
+  holds. ``extra.rounds`` counts every round, re-insertions included. With
+  ``exact_tail`` the requests past the tail start are inserted one by one, the
+  only sequential fallback (counted in ``extra.fallbacks``).
   """
   cfg = state.config
   width = requests.shape[0]
@@ -375,21 +407,20 @@ def insert_batch_push_relabel(state: MatchState, requests: jax.Array) -> MatchSt
 
 
 def _rounds_batch(state: MatchState, rows: jax.Array, count: jax.Array) -> MatchState:
+  width = rows.shape[0]
   state = _first_omega(state, rows[0])
-  pr = state.extra
-  y0 = jax.vmap(lambda r: _initial_dual(state, r))(rows)
-  pr = pr._replace(y_r=pr.y_r.at[:, rows].set(0).at[0, rows].set(y0),
-                   level=pr.level.at[rows].set(0))
-  state = _parallel_rounds(state.replace(extra=pr), count, rows.shape[0])
+  state = _parallel_rounds(_start_free(state, rows, jnp.ones(width, bool)), count, width)
   state = jax.lax.while_loop(lambda s: ~_omega_ok(s, count),
-                             lambda s: _rebuild(s, count), state)
+                             lambda s: _rebuild_rounds(s, count, width), state)
   return state.replace(count=count)
 
 
 def _sequential_batch(state: MatchState, rows: jax.Array, count: jax.Array) -> MatchState:
   del count
-  return jax.lax.fori_loop(0, rows.shape[0],
-                           lambda i, s: insert_push_relabel(s, rows[i]), state)
+  state = jax.lax.fori_loop(0, rows.shape[0],
+                            lambda i, s: insert_push_relabel(s, rows[i]), state)
+  pr = state.extra
+  return state.replace(extra=pr._replace(fallbacks=pr.fallbacks + rows.shape[0]))
 
 
 def check_push_relabel_invariants(state: MatchState) -> None:
