@@ -1,6 +1,12 @@
-"""The FAC experiment and benchmark end to end at their smallest settings."""
+"""The FAC experiment and benchmark end to end at their smallest settings.
+
+The experiment's ``--smoke`` run executes in the Colab notebook's test, which checks it
+with :func:`check_smoke_results`; the rest of this module tests the arms, the benchmark
+and the report rows.
+"""
 
 import json
+import pathlib
 
 import numpy as np
 import pytest
@@ -9,15 +15,21 @@ from experiments import bench_flow_actor_critic, flow_actor_critic
 from experiments.common import Ratio, check_claims
 
 
-def test_smoke_run(tmp_path, capsys):
-  arms = ["penalty_only", "fql"]  # the FAC code path with its penalty, and the FQL one
-  res = flow_actor_critic.main(["--smoke", "--out", str(tmp_path), "--arms", *arms])
-  saved = json.loads((tmp_path / "results.json").read_text())
-  assert [r["arm"] for r in saved["runs"]] == arms
-  assert (tmp_path / "q_values.png").stat().st_size > 0
-  assert (tmp_path / "success.png").stat().st_size > 0
-  assert "| task | arm |" in capsys.readouterr().out
-  for run in res["runs"]:
+def check_smoke_results(out: pathlib.Path) -> None:
+  """What ``python -m experiments.flow_actor_critic --smoke --arms penalty_only fql`` must
+  have written under ``out``: the FAC code path with its penalty, and the FQL one.
+
+  The smoke run itself executes once per suite, inside its Colab notebook
+  (``tests/colab/test_notebooks.py::test_notebook_runs[flow_actor_critic]`` runs that
+  notebook's tiny cell, with these arguments, and then calls this on its output).
+  """
+  saved = json.loads((out / "results.json").read_text())
+  assert saved["scale"] == "smoke"
+  assert [r["arm"] for r in saved["runs"]] == ["penalty_only", "fql"]
+  assert (out / "q_values.png").stat().st_size > 0
+  assert (out / "success.png").stat().st_size > 0
+  assert "| task | arm |" in (out / "summary.md").read_text()
+  for run in saved["runs"]:
     final = run["final"]
     assert 0.0 <= final["eval/success"]["mean"] <= 1.0
     assert 0.0 <= final["critic/q_pi_pos_frac"]["mean"] <= 1.0

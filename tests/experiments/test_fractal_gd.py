@@ -1,6 +1,11 @@
-"""The fractal-GD experiment end to end at its smallest setting."""
+"""The fractal-GD experiment end to end at its smallest setting.
+
+Its ``--smoke`` run executes in the Colab notebook's test, which checks it with
+:func:`check_smoke_results`; the rest of this module tests the report functions.
+"""
 
 import json
+import pathlib
 
 import pytest
 
@@ -13,21 +18,27 @@ def _check_claims(rows):
   check_claims(rows)
 
 
-def test_smoke_run(tmp_path, capsys):
-  res = fractal_gd.main(["--smoke", "--out", str(tmp_path)])
-  saved = json.loads((tmp_path / "results.json").read_text())
-  assert saved["wall_time_s"] > 0 and len(saved["maps"]) == 2
-  for name in res["figures"]:
-    assert (tmp_path / name).stat().st_size > 0
-  for row in res["critical_step"]:  # the bisection brackets sit at the formula
+def check_smoke_results(out: pathlib.Path) -> None:
+  """What ``python -m experiments.fractal_gd --smoke`` must have written under ``out``.
+
+  The smoke run itself executes once per suite, inside its Colab notebook
+  (``tests/colab/test_notebooks.py::test_notebook_runs[fractal_gd]`` runs that notebook's
+  ``--smoke`` cell and then calls this on its output).
+  """
+  saved = json.loads((out / "results.json").read_text())
+  assert saved["wall_time_s"] > 0 and len(saved["maps"]) == 2 and saved["scale"] == "smoke"
+  assert saved["figures"]
+  for name in saved["figures"]:
+    assert (out / pathlib.Path(name).name).stat().st_size > 0, name
+  for row in saved["critical_step"]:  # the bisection brackets sit at the formula
     assert row["bisection_lo"] <= row["formula"] * 1.001
     assert row["bisection_hi"] >= row["formula"] * 0.95
-  for row in res["maps"]:  # the slice crosses the boundary; few starts are left undecided
+  for row in saved["maps"]:  # the slice crosses the boundary; few starts are left undecided
     assert 0.1 < row["converged"] < 0.9 and row["running"] < 0.02
     assert 0.9 < row["boundary_dimension"] < 1.7
-  for row in res["balance"]:  # converged minimizers respect the stability bound
+  for row in saved["balance"]:  # converged minimizers respect the stability bound
     assert row["abs_balance_max"] <= row["stability_bound"] + 1e-6
-  assert "## Critical step: formula vs bisection" in capsys.readouterr().out
+  assert "## Critical step: formula vs bisection" in (out / "summary.md").read_text()
   _check_claims(fractal_gd.claims(saved))  # the report rows work at the smoke scale too
 
 

@@ -1,6 +1,13 @@
-"""The matching experiment end to end at its smallest setting, and the instances."""
+"""The matching experiment end to end at its smallest setting, and the instances.
+
+Its ``--smoke`` run executes in the Colab notebook's test, which checks it (and that a
+rerun resumes from it) with :func:`check_smoke_results`; the rest of this module tests the
+report functions.
+"""
 
 import json
+import pathlib
+from unittest import mock
 
 import numpy as np
 
@@ -14,25 +21,36 @@ def _check_claims(rows):
   check_claims(rows)
 
 
-def test_smoke_run(tmp_path, capsys, monkeypatch):
-  res = matching_incremental.main(["--smoke", "--out", str(tmp_path), "--algorithms",
-                                   "push_relabel", "exact", "greedy"])
-  saved = json.loads((tmp_path / "results.json").read_text())
+SMOKE_ARGS = ["--smoke", "--algorithms", "push_relabel", "exact", "greedy"]  # the notebook's
+
+
+def check_smoke_results(out: pathlib.Path) -> None:
+  """What ``python -m experiments.matching_incremental`` with ``SMOKE_ARGS`` must have
+  written under ``out``; then a rerun with the same ``--out`` must resume from it.
+
+  The smoke run itself executes once per suite, inside its Colab notebook
+  (``tests/colab/test_notebooks.py::test_notebook_runs[matching_incremental]`` runs that
+  notebook's tiny cell, with these arguments, and then calls this on its output). The
+  rerun here computes nothing: every instance is read back from ``out/runs``.
+  """
+  saved = json.loads((out / "results.json").read_text())
+  assert saved["scale"] == "smoke"
   assert {r["family"] for r in saved["runs"]} == set(instances.FAMILIES)
-  assert (tmp_path / "cost_ratio.png").stat().st_size > 0
-  assert "| family | n | algorithm |" in capsys.readouterr().out
-  for run in res["runs"]:
+  assert (out / "cost_ratio.png").stat().st_size > 0
+  assert "| family | n | algorithm |" in (out / "summary.md").read_text()
+  for run in saved["runs"]:
     algs = run["algorithms"]
     np.testing.assert_allclose(algs["exact"]["ratio"], 1.0, rtol=1e-4)  # exact = OPT
     assert min(algs["greedy"]["ratio"]) >= 1.0 - 1e-4
     assert algs["push_relabel"]["ratio"][-1] < algs["greedy"]["ratio"][-1] + 1e-6
   # A rerun with the same --out resumes: every instance is read back, none recomputed.
-  assert len(list((tmp_path / "runs").glob("*.json"))) == len(instances.FAMILIES)
-  monkeypatch.setattr(matching_incremental, "run_instance", None)  # fails if called
-  again = matching_incremental.main(["--smoke", "--out", str(tmp_path), "--algorithms",
-                                     "push_relabel", "exact", "greedy"])
+  assert len(list((out / "runs").glob("*.json"))) == len(instances.FAMILIES)
+  with mock.patch.object(matching_incremental, "run_instance",
+                         side_effect=AssertionError("an instance was recomputed")) as run:
+    again = matching_incremental.main(SMOKE_ARGS + ["--out", str(out)])
+  run.assert_not_called()
   assert [r["algorithms"]["exact"]["costs"] for r in again["runs"]] == [
-      r["algorithms"]["exact"]["costs"] for r in res["runs"]]
+      r["algorithms"]["exact"]["costs"] for r in saved["runs"]]
   rows = matching_incremental.claims(saved)  # report rows at the smoke scale
   _check_claims(rows)
   assert rows[2].held is None  # push_relabel+tail was not run

@@ -1,6 +1,12 @@
-"""The TREC experiment end to end at its smallest setting."""
+"""The TREC experiment end to end at its smallest setting.
+
+Its ``--smoke`` run executes in the Colab notebook's test, which checks it with
+:func:`check_smoke_results`; the rest of this module tests the placements and the report
+rows.
+"""
 
 import json
+import pathlib
 
 import numpy as np
 import pytest
@@ -9,12 +15,18 @@ from experiments import trec as exp
 from experiments.common import check_claims
 
 
-def test_smoke_run(tmp_path, capsys):
-  res = exp.main(["--smoke", "--out", str(tmp_path)])
-  saved = json.loads((tmp_path / "results.json").read_text())
+def check_smoke_results(out: pathlib.Path) -> None:
+  """What ``python -m experiments.trec --smoke`` must have written under ``out``.
+
+  The smoke run itself executes once per suite, inside its Colab notebook
+  (``tests/colab/test_notebooks.py::test_notebook_runs[trec]`` runs that notebook's
+  ``--smoke`` cell and then calls this on its output).
+  """
+  saved = json.loads((out / "results.json").read_text())
+  assert saved["scale"] == "smoke"
   for name in ("trec_curves.png", "curriculum.png", "summary.md"):
-    assert (tmp_path / name).stat().st_size > 0
-  assert "| schedule | tau/T |" in capsys.readouterr().out
+    assert (out / name).stat().st_size > 0
+  assert "| schedule | tau/T |" in (out / "summary.md").read_text()
   cfg = {**exp.COMMON, **exp.CONFIGS["smoke"]}
   steps = cfg["steps"]
   configs = saved["trec"]["configs"]
@@ -36,7 +48,7 @@ def test_smoke_run(tmp_path, capsys):
   phi = saved["trec"]["forgetting"]
   assert phi * cfg["peak_lr"] * steps in cfg["forgetting_grid"]
   # curriculum: every (slice, placement) with one HQ loss per seed and gains paired with "end"
-  rows = res["curriculum"]
+  rows = saved["curriculum"]
   assert [(r["slice_frac"], r["arm"]) for r in rows] == [
       (f, a) for f in cfg["slice_fracs"] for a in cfg["arms"]]
   for r in rows:
