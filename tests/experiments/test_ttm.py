@@ -7,8 +7,6 @@ Its ``--smoke`` run executes in the Colab notebook's test, which checks it with
 import json
 import pathlib
 
-import pytest
-
 from experiments import ttm as ttm_exp
 from experiments.common import check_claims
 from jaxlab.preference import ttm
@@ -40,8 +38,6 @@ def check_smoke_results(out: pathlib.Path) -> None:
   assert f"{ttm.group_score_chance(2):.3f}" in (out / "summary.md").read_text()
 
 
-@pytest.mark.parametrize("name, gm_up",
-                         [("ttm/quick", [False, False]), ("ttm/full", [True, False])])
 def _synthetic(group_before=0.2, match_after_seed1=0.8):
   """Two seeds at order noise 0.4 (k = 2: chance 1/6 for the group score, 1/2 GroupMatch)."""
   runs = [{"seed": s, "order_noise": 0.4,
