@@ -48,6 +48,7 @@ References:
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import NamedTuple
 
@@ -61,6 +62,8 @@ from jaxlab.matching.state import MatchConfig, MatchState, distance_row, first_i
 from kernels_pallas.matching import round_proposals
 
 _BIG = np.int32(2**30)
+# The gather widths of a parallel round below the batch width (see _parallel_rounds).
+_ROUND_WIDTHS = (1, 8, 64)
 
 
 class PushRelabelState(NamedTuple):
@@ -322,11 +325,17 @@ def _parallel_rounds(state: MatchState, count: jax.Array, width: int) -> MatchSt
   def free_mask(c):
     return live & (c.server_of < 0)
 
-  def body(c: _Round) -> _Round:
-    pr = c.pr
+  def lowest_free(c: _Round) -> tuple[jax.Array, jax.Array]:
+    """The lowest level holding a free request, and the free requests there."""
     free = free_mask(c)
-    l = jnp.min(jnp.where(free, pr.level, top + 1))
-    rows = jnp.nonzero(free & (pr.level == l), size=width, fill_value=cfg.capacity)[0]
+    l = jnp.min(jnp.where(free, c.pr.level, top + 1))
+    return l, free & (c.pr.level == l)
+
+  def round_at(c: _Round, width: int) -> _Round:
+    """One round, gathering the (at most ``width``) free requests of the lowest level."""
+    pr = c.pr
+    l, here = lowest_free(c)
+    rows = jnp.nonzero(here, size=width, fill_value=cfg.capacity)[0]
     valid = rows < cfg.capacity
     rows_c = jnp.minimum(rows, cfg.capacity - 1)
     dist = jax.vmap(lambda i: distance_row(state, state.requests[i]))(rows_c)
@@ -375,6 +384,19 @@ def _parallel_rounds(state: MatchState, count: jax.Array, width: int) -> MatchSt
 
     c = jax.lax.cond(jnp.any(choice >= 0), push, raise_duals, c)
     return c._replace(rounds=c.rounds + 1, pr=c.pr._replace(steps=c.pr.steps + 1))
+
+  # A round's work is (rows gathered) x n. Late in a batch few requests are free (eviction
+  # chains), so a round gathers into the smallest of these widths that holds them: the
+  # same round (the random choices depend on request ids, and rows keep their order), at a
+  # fraction of the work of padding to the batch width.
+  widths = tuple(b for b in _ROUND_WIDTHS if b < width) + (width,)
+
+  def body(c: _Round) -> _Round:
+    if len(widths) == 1:
+      return round_at(c, width)
+    num_free = jnp.sum(lowest_free(c)[1])
+    which = sum((num_free > b).astype(jnp.int32) for b in widths[:-1])
+    return jax.lax.switch(which, [functools.partial(round_at, width=b) for b in widths], c)
 
   init = _Round(state.request_of, state.server_of, state.extra, jnp.int32(0))
   out = jax.lax.while_loop(lambda c: jnp.any(free_mask(c)), body, init)
