@@ -19,6 +19,7 @@ from jaxlab.matching.exact import insert_exact
 from jaxlab.matching.greedy import insert_greedy
 from jaxlab.matching.push_relabel import (
     check_push_relabel_invariants,
+    cost_dtype,
     init_extra,
     insert_batch_push_relabel,
     insert_push_relabel,
@@ -32,7 +33,8 @@ from jaxlab.matching.state import (
     matched_cost,
 )
 
-_PUSH_RELABEL_OPTIONS = ("delta", "eps", "levels", "exact_tail", "seed")
+_PUSH_RELABEL_OPTIONS = ("delta", "eps", "levels", "exact_tail", "seed", "omega_init",
+                         "cost_dtype", "top_level")
 
 
 def init(
@@ -54,7 +56,26 @@ def init(
     metric: "euclidean", "l1" or "precomputed".
     capacity: maximum number of requests (default and maximum: n).
     **options: push-relabel options ``delta`` (0.001), ``eps`` (0.2),
-      ``levels`` (5), ``exact_tail`` (0: off), ``seed`` (0).
+      ``levels`` (5), ``exact_tail`` (0: off), ``seed`` (0), and three that
+      select the official C++ code's behaviour instead of ours (see
+      ``push_relabel``):
+
+      * ``omega_init``: "nearest" (default: omega starts at the first
+        request's distance to its nearest server, scale-free) or "one" (the
+        C++: omega starts at 1, whatever the data's units);
+      * ``cost_dtype``: "float32" (default) or "float64" (the C++ doubles:
+        coordinates are stored and distances and scaled costs computed in
+        float64). "float64" needs 64-bit JAX (``jax.config.update(
+        "jax_enable_x64", True)`` or ``with jax.enable_x64(True):`` around
+        init and the insertions): a ValueError otherwise;
+      * ``top_level``: "stay" (default: a request whose dual reaches
+        ``y_max`` at the top level stays there) or "raise" (the C++ calls
+        ``exit(0)`` there; a jitted step cannot, so that insertion is undone,
+        ``state.extra.overflowed`` is set and every later insertion is a
+        no-op: check the flag, or ``num_inserted``, after inserting).
+
+      ``insert_batch`` (parallel rounds) accepts only the defaults of
+      ``cost_dtype`` and ``top_level``.
 
   Returns:
     A :class:`MatchState`.
@@ -96,15 +117,16 @@ def init(
   if not isinstance(capacity, (int, np.integer)) or not 1 <= capacity <= n:
     raise ValueError(f"capacity must be an int in 1..{n} (the number of servers), got {capacity}")
   config = MatchConfig(algorithm, metric, int(capacity), int(n), int(dim), **options)
+  extra = None
+  if algorithm == "push_relabel":
+    extra = init_extra(config)  # validates the options (and 64-bit JAX for "float64")
+  dtype = cost_dtype(config)  # float32 unless push_relabel's cost_dtype="float64"
   if metric == "precomputed":
     requests = jnp.zeros((capacity,), jnp.int32)
   else:
-    requests = jnp.zeros((capacity, dim), jnp.float32)
-  extra = None
-  if algorithm == "push_relabel":
-    extra = init_extra(config)
+    requests = jnp.zeros((capacity, dim), dtype)
   return MatchState(
-      servers=jnp.asarray(servers, jnp.float32),
+      servers=jnp.asarray(servers, dtype),
       requests=requests,
       count=jnp.zeros((), jnp.int32),
       server_of=jnp.full((capacity,), -1, jnp.int32),
@@ -158,6 +180,7 @@ def _check_distance_bound(bound: float, num_servers: int, name: str) -> None:
 def _check_requests(state: MatchState, requests: Any, batched: bool) -> jax.Array:
   cfg = state.config
   name = "requests" if batched else "request"
+  cost_dtype(cfg)  # float64 state without 64-bit JAX: a ValueError, not float32 in disguise
   if isinstance(requests, jax.core.Tracer):
     return requests
   r = np.asarray(requests)
@@ -180,7 +203,7 @@ def _check_requests(state: MatchState, requests: Any, batched: bool) -> jax.Arra
       raise ValueError(f"{name} coordinates must be finite in float32")
     if r.size:
       _check_coordinates(r, np.asarray(state.servers), cfg.metric, cfg.num_servers, name)
-    out = jnp.asarray(r, jnp.float32)
+    out = jnp.asarray(r, state.requests.dtype)
   num = r.shape[0] if batched else 1
   if not isinstance(state.count, jax.core.Tracer) and int(state.count) + num > cfg.capacity:
     raise ValueError(
@@ -213,6 +236,15 @@ def _insert(state: MatchState, request: jax.Array) -> MatchState:
 
 
 def _insert_unchecked(state: MatchState, request: jax.Array) -> MatchState:
+  cfg = state.config
+  if cfg.algorithm == "push_relabel" and cfg.top_level == "raise":
+    # Once a dual has passed the top level (where the C++ code exits) insertions are
+    # no-ops; requests[count] keeps the request that overflowed.
+    return jax.lax.cond(state.extra.overflowed, lambda s, r: s, _store_and_insert, state, request)
+  return _store_and_insert(state, request)
+
+
+def _store_and_insert(state: MatchState, request: jax.Array) -> MatchState:
   row = state.count
   state = state.replace(requests=state.requests.at[row].set(request))
   algorithm = state.config.algorithm

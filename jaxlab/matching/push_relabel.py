@@ -27,17 +27,48 @@ After each insertion the omega check ``#{requests at level >= l} <=
 n^{1 - Phi(l)}``, ``Phi(l) = ceil((3^l - 1)/2 * 2 delta)`` must hold; if not,
 omega doubles and every request is re-inserted in arrival order.
 
-omega, the running guess of OPT, starts at the first request's distance to its
-nearest server (the optimum of the first prefix, so a lower bound on every
-later optimum; its smallest positive distance if that is 0). The official code
-starts at 1, which ties the quality to the data's units: with coordinates
-scaled by 1e-3 the final cost was 4x OPT at n = 200 (scale-free here).
+omega, the running guess of OPT, starts by default at the first request's
+distance to its nearest server (the optimum of the first prefix, so a lower
+bound on every later optimum; its smallest positive distance if that is 0).
+The official code starts at 1, which ties the quality to the data's units:
+with coordinates scaled by 1e-3 the final cost was 4x OPT at n = 200
+(scale-free here).
 
-Differences from the official code, all deliberate: a request reaching the
-top level stays there (the C++ code calls ``exit(0)``); the optional exact tail
-(``exact_tail=k``: the last requests, once at most ``k`` servers are free, are
-matched by shortest augmenting paths among those servers only) keeps the
-servers it uses (the C++ tail reloads them and can reuse a server).
+Differences from the official C++ code, and the options that remove them
+(``MatchConfig``; the defaults are ours):
+
+* ``omega_init="nearest"`` (default) vs ``"one"``: the C++ omega starts at 1.
+* ``cost_dtype="float32"`` (default) vs ``"float64"``: the C++ coordinates,
+  distances and scaled costs are doubles (needs ``jax_enable_x64``). The
+  per-level constants (``y_max``, divisors, count bounds) are computed on the
+  host in double precision with C's ``pow`` in either case, and ``y >=
+  y_max`` is decided exactly on integers (``y >= ceil(y_max)``).
+* ``top_level="stay"`` (default) vs ``"raise"``: when a request's dual reaches
+  ``y_max`` at the top level ``mu + 1`` the C++ code calls ``exit(0)``; by
+  default the request stays at the top level and keeps pushing / relabeling.
+  A jitted step cannot exit: with ``"raise"`` the insertion stops, the state
+  goes back to what it was before that insertion (``count`` not incremented)
+  with ``extra.overflowed`` set, and every later insertion is a no-op.
+* The optional exact tail (``exact_tail=k``: the last requests, once at most
+  ``k`` servers are free, are matched by shortest augmenting paths among those
+  servers only) keeps the servers it uses; the C++ tail (exactly 50 free
+  servers, so never for n < 50) reloads them on every later request and can
+  reuse a server. Not replicated.
+
+With ``omega_init="one"``, ``cost_dtype="float64"``, ``top_level="raise"`` and
+``exact_tail=0`` the sequential trajectory (matching, per-level duals, levels,
+omega, doublings after every insertion) equals the C++ one, including its
+tie-breaking: a free admissible server before a matched one, lowest index
+first (``tests/matching/test_cpp_trajectory.py`` checks it against a plain
+Python re-statement of the C++ code). The one residual is floating point
+below the last bit: XLA rewrites ``d / divisor`` (a compile-time constant) as
+``d * (1 / divisor)`` (1.6% of float64 quotients differ in the last bit), and
+at XLA's default CPU optimization level LLVM contracts the distance's
+``dx*dx + dy*dy`` into a fused multiply-add (8% of random float64 distances
+differ in the last bit; none at the tests' optimization level 0, nor on grid
+data, whose products are exact). Either moves a ``ceil`` only where a quotient
+lies within an ulp of an integer: none of 10^6 random quotients did.
+Removing them would take runtime divisors and XLA flags outside this module.
 
 References:
   "Efficient Algorithms for Incremental Metric Bipartite Matching", ICLR 2026
@@ -78,22 +109,68 @@ class PushRelabelState(NamedTuple):
   rounds: jax.Array  # int32 parallel rounds run by insert_batch (re-insertions included)
   fallbacks: jax.Array  # int32 requests that insert_batch placed one at a time (exact tail)
   tail_servers: jax.Array  # (n,) bool: servers of the exact tail (all False before it)
+  overflowed: jax.Array  # bool: top_level="raise" and a dual passed the top level (inserts stop)
 
 
 def num_levels(cfg: MatchConfig) -> int:
   return cfg.levels + 2  # levels 0 .. mu + 1, as the official code stores them
 
 
+_INT32_MAX = 2**31 - 1
+
+
+def _pow(base: float, exponent: float) -> float:
+  """C's ``pow`` in double precision (the official code's ``std::pow``); inf on overflow."""
+  try:
+    return math.pow(base, exponent)
+  except OverflowError:
+    return math.inf
+
+
 def schedule(cfg: MatchConfig) -> dict[str, np.ndarray]:
-  """Per-level constants: phi, y_max, the divisor to the next level, Phi."""
+  """Per-level constants, computed in double precision as the official code does.
+
+  ``y_max(l) = (25 / eps) n^phi_l``, ``phi_l = 3^l 2 delta``; ``y_max_ceil`` (an
+  integer dual ``y`` has reached ``y_max`` iff ``y >= ceil(y_max)``) and
+  ``y_max_int`` (``trunc(y_max)``, the dual a request keeps when it moves up);
+  ``divisor(l) = 2 (1 + eps)^2 n^phi_l`` from level ``l`` to ``l + 1``;
+  ``count_bound(l) = n^(1 - Phi(l))``, ``Phi(l) = ceil((3^l - 1) / 2 * 2 delta)``.
+  """
   n, eps, delta = cfg.num_servers, cfg.eps, cfg.delta
-  ls = np.arange(num_levels(cfg))
-  phi = 3.0**ls * 2 * delta
+  ls = range(num_levels(cfg))
+  phi = [_pow(3, l) * (2 * delta) for l in ls]
+  y_max = np.array([(25 / eps) * _pow(n, p) for p in phi])
+  clip = lambda x: np.minimum(x, _INT32_MAX).astype(np.int64)  # never reached by int32 duals
   return {
-      "y_max": (25.0 / eps) * n**phi,
-      "divisor": 2 * (1 + eps) ** 2 * n**phi,
-      "count_bound": np.array([n ** (1 - math.ceil((3.0**l - 1) / 2 * 2 * delta)) for l in ls]),
+      "y_max": y_max,
+      "y_max_ceil": clip(np.ceil(y_max)),
+      "y_max_int": clip(np.trunc(y_max)),
+      "divisor": np.array([2 * _pow(1 + eps, 2) * _pow(n, p) for p in phi]),
+      "count_bound": np.array([_pow(n, 1 - math.ceil(((_pow(3, l) - 1) / 2) * (2 * delta)))
+                               for l in ls]),
   }
+
+
+_CHOICES = {
+    "omega_init": ("nearest", "one"),
+    "cost_dtype": ("float32", "float64"),
+    "top_level": ("stay", "raise"),
+}
+
+
+def cost_dtype(cfg: MatchConfig) -> jnp.dtype:
+  """The dtype of coordinates, distances and scaled costs (``cfg.cost_dtype``).
+
+  Raises:
+    ValueError: "float64" without 64-bit JAX (it would silently be float32).
+  """
+  if cfg.cost_dtype == "float64":
+    if not jax.config.jax_enable_x64:
+      raise ValueError(
+          "cost_dtype='float64' needs 64-bit JAX: run jax.config.update('jax_enable_x64', True) "
+          "before init (or init and insert inside `with jax.enable_x64(True):`)")
+    return jnp.float64
+  return jnp.float32
 
 
 def init_extra(cfg: MatchConfig) -> PushRelabelState:
@@ -106,27 +183,40 @@ def init_extra(cfg: MatchConfig) -> PushRelabelState:
   if (isinstance(cfg.exact_tail, bool) or not isinstance(cfg.exact_tail, int)
       or not 0 <= cfg.exact_tail <= cfg.num_servers):
     raise ValueError(f"exact_tail must be an int in 0..{cfg.num_servers}, got {cfg.exact_tail}")
+  for name, accepted in _CHOICES.items():
+    value = getattr(cfg, name)
+    if not isinstance(value, str) or value not in accepted:
+      raise ValueError(f"{name} must be one of {accepted}, got {value!r}")
   big_l = num_levels(cfg)
   return PushRelabelState(
       y_r=jnp.zeros((big_l, cfg.capacity), jnp.int32),
       y_s=jnp.zeros((big_l, cfg.num_servers), jnp.int32),
       level=jnp.zeros((cfg.capacity,), jnp.int32),
-      omega=jnp.float32(1.0),
+      omega=jnp.ones((), cost_dtype(cfg)),
       restarts=jnp.int32(0),
       steps=jnp.int32(0),
       rounds=jnp.int32(0),
       fallbacks=jnp.int32(0),
       tail_servers=jnp.zeros((cfg.num_servers,), bool),
+      overflowed=jnp.zeros((), bool),
   )
+
+
+def _scaled_level0(cfg: MatchConfig, dist: jax.Array, omega: jax.Array) -> jax.Array:
+  """``ceil(2 n d / (eps omega))`` in ``cfg.cost_dtype`` (the C++: ``2 d n / (eps omega)``,
+  the same rounding since doubling is exact)."""
+  dt = cost_dtype(cfg)
+  return jnp.ceil(2.0 * cfg.num_servers * jnp.asarray(dist, dt)
+                  / (cfg.eps * jnp.asarray(omega, dt)))
 
 
 def scaled_costs(cfg: MatchConfig, dist: jax.Array, omega: jax.Array) -> jax.Array:
   """``(L, n)`` integer costs ``d_l`` of one distance row at every level."""
   sched = schedule(cfg)
-  d = jnp.ceil(2.0 * cfg.num_servers * dist / (cfg.eps * omega))
+  d = _scaled_level0(cfg, dist, omega)
   rows = [d]
   for l in range(1, num_levels(cfg)):
-    d = jnp.ceil(d / np.float32(sched["divisor"][l - 1]))
+    d = jnp.ceil(d / np.asarray(sched["divisor"][l - 1], d.dtype))
     rows.append(d)
   return jnp.minimum(jnp.stack(rows), _BIG).astype(jnp.int32)
 
@@ -135,10 +225,10 @@ def scaled_cost_at(cfg: MatchConfig, dist: jax.Array, omega: jax.Array,
                    level: jax.Array) -> jax.Array:
   """Row ``level`` (traced) of :func:`scaled_costs`, without the ``(L, n)`` stack."""
   sched = schedule(cfg)
-  d = jnp.ceil(2.0 * cfg.num_servers * dist / (cfg.eps * omega))
+  d = _scaled_level0(cfg, dist, omega)
   out = d
   for l in range(1, num_levels(cfg)):
-    d = jnp.ceil(d / np.float32(sched["divisor"][l - 1]))
+    d = jnp.ceil(d / np.asarray(sched["divisor"][l - 1], d.dtype))
     out = jnp.where(level >= l, d, out)
   return jnp.minimum(out, _BIG).astype(jnp.int32)
 
@@ -155,11 +245,12 @@ def _place(state: MatchState, row: jax.Array) -> MatchState:
   """Places request ``row`` (stored, count not yet incremented) by push-relabel."""
   cfg = state.config
   sched = schedule(cfg)
-  y_max = jnp.asarray(sched["y_max"], jnp.float32)
+  y_max_ceil = jnp.asarray(sched["y_max_ceil"], jnp.int32)
+  y_max_int = jnp.asarray(sched["y_max_int"], jnp.int32)
   top = num_levels(cfg) - 1
   pr = state.extra
   d = scaled_costs(cfg, distance_row(state, state.requests[row]), pr.omega)
-  y0 = jnp.minimum(jnp.int32(int(sched["y_max"][0])), jnp.min(d[0] + 1 - pr.y_s[0]))
+  y0 = jnp.minimum(y_max_int[0], jnp.min(d[0] + 1 - pr.y_s[0]))
   pr = pr._replace(y_r=pr.y_r.at[:, row].set(0).at[0, row].set(y0),
                    level=pr.level.at[row].set(0))
 
@@ -176,8 +267,8 @@ def _place(state: MatchState, row: jax.Array) -> MatchState:
     s = jnp.where(has_free, first_index(adm & is_free), first_index(adm))
     pr = pr._replace(steps=pr.steps + 1)
 
-    def move_up(c):  # the dual hit y_max(l): continue one level up
-      y_r = c.pr.y_r.at[l, f].set(y_max[l].astype(jnp.int32))
+    def move_up(c):  # the dual hit y_max(l): it keeps trunc(y_max(l)), continue one level up
+      y_r = c.pr.y_r.at[l, f].set(y_max_int[l])
       return c._replace(pr=pr._replace(y_r=y_r, level=pr.level.at[f].set(l + 1)), lvl=l + 1)
 
     def push(c):  # match f to s; the evicted holder (if any) continues at its level
@@ -191,22 +282,30 @@ def _place(state: MatchState, row: jax.Array) -> MatchState:
       min_slack = jnp.min(jnp.where(eligible, slack, _BIG))
       return c._replace(pr=pr._replace(y_r=pr.y_r.at[l, f].add(min_slack + 1)))
 
-    branch = jnp.where((yf.astype(jnp.float32) >= y_max[l]) & (l < top), 0,
-                       jnp.where(has_any, 1, 2))
+    def overflow(c):  # top_level="raise": past the top level the C++ code exits; stop, flag
+      return c._replace(pr=pr._replace(overflowed=jnp.ones((), bool)), free=jnp.int32(-1))
+
+    at_max = yf >= y_max_ceil[l]  # y >= y_max(l), exactly
+    step = jnp.where(has_any, 1, 2)
+    if cfg.top_level == "raise":
+      branch = jnp.where(at_max, jnp.where(l < top, 0, 3), step)
+      return jax.lax.switch(branch, (move_up, push, relabel, overflow), c)
+    branch = jnp.where(at_max & (l < top), 0, step)  # "stay": the top level keeps going
     return jax.lax.switch(branch, (move_up, push, relabel), c)
 
   init = _Loop(state.request_of, state.server_of, pr, row, jnp.int32(0))
-  out = jax.lax.while_loop(lambda c: c.free >= 0, body, init)
+  out = jax.lax.while_loop(lambda c: (c.free >= 0) & ~c.pr.overflowed, body, init)
   return state.replace(request_of=out.request_of, server_of=out.server_of, extra=out.pr)
 
 
 def _omega_ok(state: MatchState, count: jax.Array) -> jax.Array:
   cfg = state.config
-  bound = jnp.asarray(schedule(cfg)["count_bound"], jnp.float32)
+  # An integer count is <= n^(1 - Phi(l)) iff it is <= its floor (exact in any dtype).
+  limit = jnp.asarray(np.floor(schedule(cfg)["count_bound"]), jnp.int32)
   live = jnp.arange(cfg.capacity) < count
   lv = jnp.where(live, state.extra.level, -1)
   counts = jnp.sum(lv[None, :] >= jnp.arange(num_levels(cfg))[:, None], axis=1)
-  return jnp.all(counts.astype(jnp.float32) <= bound)
+  return jnp.all(counts <= limit)
 
 
 def _reset_doubled(state: MatchState) -> MatchState:
@@ -215,7 +314,7 @@ def _reset_doubled(state: MatchState) -> MatchState:
   old = state.extra
   pr = init_extra(cfg)._replace(omega=old.omega * 2, restarts=old.restarts + 1,
                                  steps=old.steps, rounds=old.rounds, fallbacks=old.fallbacks,
-                                 tail_servers=old.tail_servers)
+                                 tail_servers=old.tail_servers, overflowed=old.overflowed)
   return state.replace(
       server_of=jnp.full_like(state.server_of, -1), request_of=jnp.full_like(state.request_of, -1),
       extra=pr)
@@ -251,8 +350,15 @@ def _start_free(state: MatchState, rows: jax.Array, valid: jax.Array) -> MatchSt
 
 
 def insert_push_relabel(state: MatchState, row: jax.Array) -> MatchState:
-  """Inserts the request stored at ``row`` (= ``state.count``)."""
+  """Inserts the request stored at ``row`` (= ``state.count``).
+
+  With ``top_level="raise"`` an insertion during which a dual passes the top
+  level leaves the state as it was before it (the request stays stored at
+  ``row``), with ``extra.overflowed`` set; the API then skips every later
+  insertion (``api._insert_unchecked``).
+  """
   cfg = state.config
+  cost_dtype(cfg)  # raises while tracing if "float64" lacks 64-bit JAX
   if cfg.exact_tail:
     in_tail = (cfg.num_servers - state.count) <= cfg.exact_tail
     return jax.lax.cond(in_tail, _insert_tail, _insert_main, state, row)
@@ -260,25 +366,38 @@ def insert_push_relabel(state: MatchState, row: jax.Array) -> MatchState:
 
 
 def _first_omega(state: MatchState, row: jax.Array) -> MatchState:
-  """Sets omega from the first request: a lower bound on OPT (see module doc)."""
+  """Sets omega from the first request: a lower bound on OPT (see module doc).
+
+  With ``omega_init="one"`` omega keeps its initial 1, as in the official code.
+  """
+  cfg = state.config
+  if cfg.omega_init == "one":
+    return state
 
   def from_row(state):
     d = distance_row(state, state.requests[row])
     nearest = jnp.min(d)
     positive = jnp.min(jnp.where(d > 0, d, jnp.inf))
     omega = jnp.where(nearest > 0, nearest, jnp.where(jnp.isfinite(positive), positive, 1.0))
-    return state.replace(extra=state.extra._replace(omega=omega.astype(jnp.float32)))
+    return state.replace(extra=state.extra._replace(omega=omega.astype(cost_dtype(cfg))))
 
   return jax.lax.cond(state.count == 0, from_row, lambda s: s, state)
 
 
 def _insert_main(state: MatchState, row: jax.Array) -> MatchState:
+  before = state
   state = _first_omega(state, row)
   count = state.count + 1
   state = _place(state, row)
-  state = jax.lax.while_loop(lambda s: ~_omega_ok(s, count),
+  # The official code's do-while: while the count check fails, double omega and
+  # re-insert everything (an overflow, with top_level="raise", stops it).
+  state = jax.lax.while_loop(lambda s: ~_omega_ok(s, count) & ~s.extra.overflowed,
                              lambda s: _rebuild(s, count), state)
-  return state.replace(count=count)
+  state = state.replace(count=count)
+  if state.config.top_level == "raise":  # undo the whole insertion, keep the flag
+    undone = before.replace(extra=before.extra._replace(overflowed=jnp.ones((), bool)))
+    state = jax.tree.map(lambda a, b: jnp.where(state.extra.overflowed, a, b), undone, state)
+  return state
 
 
 def _insert_tail(state: MatchState, row: jax.Array) -> MatchState:
@@ -300,7 +419,7 @@ def _initial_dual(state: MatchState, row: jax.Array) -> jax.Array:
   """``y_0(r) = min(y_max(0), min_s d_0(r, s) + 1 - y_0(s))`` for a new request."""
   cfg, pr = state.config, state.extra
   d = scaled_cost_at(cfg, distance_row(state, state.requests[row]), pr.omega, 0)
-  return jnp.minimum(jnp.int32(int(schedule(cfg)["y_max"][0])), jnp.min(d + 1 - pr.y_s[0]))
+  return jnp.minimum(jnp.int32(schedule(cfg)["y_max_int"][0]), jnp.min(d + 1 - pr.y_s[0]))
 
 
 def _parallel_rounds(state: MatchState, count: jax.Array, width: int) -> MatchState:
@@ -414,8 +533,18 @@ def insert_batch_push_relabel(state: MatchState, requests: jax.Array) -> MatchSt
   holds. ``extra.rounds`` counts every round, re-insertions included. With
   ``exact_tail`` the requests past the tail start are inserted one by one, the
   only sequential fallback (counted in ``extra.fallbacks``).
+
+  ``omega_init`` applies as in the sequential algorithm; ``cost_dtype`` and
+  ``top_level`` must keep their defaults ("float32": the kernel's scaled costs
+  are float32; "stay"), since their other values reproduce the sequential C++
+  code: a ValueError otherwise.
   """
   cfg = state.config
+  if cfg.cost_dtype != "float32" or cfg.top_level != "stay":
+    raise ValueError(
+        "insert_batch (the parallel rounds) supports cost_dtype='float32' and top_level='stay' "
+        f"only, got cost_dtype={cfg.cost_dtype!r}, top_level={cfg.top_level!r}: those options "
+        "reproduce the official sequential C++ code, so insert with insert or insert_many")
   width = requests.shape[0]
   start = state.count
   count = start + width

@@ -26,6 +26,15 @@ class MatchConfig:
     exact_tail: push-relabel switches to an exact step for the last free
       requests (default off).
     seed: seed of push-relabel's random proposals.
+    omega_init: push-relabel's first guess of OPT: "nearest" (default: the
+      first request's distance to its nearest server, scale-free) or "one"
+      (1, as the official C++ code).
+    cost_dtype: dtype of push-relabel's coordinates, distances and scaled
+      costs: "float32" (default) or "float64" (the C++ code's doubles; needs
+      ``jax_enable_x64``).
+    top_level: what push-relabel does when a request's dual reaches ``y_max``
+      at the top level: "stay" (default: it stays there) or "raise" (the C++
+      code exits; here the insertion is undone and ``extra.overflowed`` set).
   """
 
   algorithm: str
@@ -38,6 +47,9 @@ class MatchConfig:
   levels: int = 5
   exact_tail: int = 0
   seed: int = 0
+  omega_init: str = "nearest"
+  cost_dtype: str = "float32"
+  top_level: str = "stay"
 
 
 @struct.dataclass
@@ -123,7 +135,7 @@ def distance_row(state: MatchState, request: jax.Array) -> jax.Array:
 
 
 def matched_cost(state: MatchState) -> jax.Array:
-  """Total distance of the current matching (float32)."""
+  """Total distance of the current matching (in the coordinates' dtype)."""
   idx = jnp.arange(state.config.capacity)
   srv = jnp.maximum(state.server_of, 0)
   if state.config.metric == "precomputed":
