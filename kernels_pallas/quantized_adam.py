@@ -14,7 +14,7 @@ one pass reads ``w, g, m, v`` and writes ``w, m, v``. With step ``t``,
 Each line is evaluated in exactly this order, with the scalars formed as
 ``optax.adam`` / ``optax.adamw`` and :func:`jaxlab.optim.quantized_adam.
 quantized_adam` (``nesterov=False``) form them, so all three perform the same
-IEEE float32 operations. Two provisos on "bit for bit":
+IEEE float32 operations. Three provisos on "bit for bit":
 
 * Compilers (XLA:CPU, XLA:GPU, Triton) may contract ``a * b + c`` into a fused
   multiply-add, and which product of ``a * b + c * d`` gets contracted depends
@@ -23,6 +23,15 @@ IEEE float32 operations. Two provisos on "bit for bit":
   and the jitted optax chain agree exactly on CPU, the interpret-mode kernel
   agrees exactly when the products are exact (dyadic hyperparameters) and
   within one rounding otherwise (tests).
+* XLA's algebraic simplifier rewrites divisions depending on the program
+  around them: ``x / c`` for a broadcast scalar ``c`` (the bias corrections)
+  into ``x * (1 / c)``, ``(a / b) / c`` into ``a / (b * c)``. Whether it does
+  so for optax's Adam depends, e.g., on how many leaves share ``c``, and the
+  interpret-mode kernel is XLA code too, while Triton and Mosaic divide as
+  written. So ``u`` may differ by a float32 ulp or two between any two of
+  these compilations. ``m`` and ``v`` are unaffected, and the new weights
+  only where an ulp of ``u`` moves the rounding of ``w + u`` (rare while
+  ``|u|`` is much smaller than ``|w|``, rarer still through a coarse ``Q_W``).
 * ``quantized_adam``'s ``Q_W`` is an update ``Q_W(w + u) - w`` added back by
   ``optax.apply_updates``; it lands exactly on ``Q_W(w + u)`` (what the kernel
   stores) whenever that difference is exact in float32, e.g. whenever ``w``

@@ -421,14 +421,18 @@ def quantized_adam(
     parameter leaf that is not float32 (the whole tree then falls back),
     ``update`` called without ``params``, and an empty tree.
 
-    Both draw the same random bits (module docstring). The kernel performs
-    the chain's float32 operations in the chain's order, so the two agree bit
+    Both draw the same random bits (module docstring) and perform the same
+    float32 operations in the same order, so the state (moments, counts,
+    keys) and, with ``weights`` set, the update ``Q_W(w + u) - w`` agree bit
     for bit whenever every product is exact (e.g. dyadic hyperparameters and
-    values in formats of short mantissa); otherwise a compiler's fused
+    formats of short mantissa; tests). Otherwise a compiler's fused
     multiply-add may round one product differently, which can move a
-    quantized value by one step of its format (one float32 rounding when
-    formats are off). With ``weights`` set, the update is
-    ``Q_W(w + u) - w`` in both.
+    quantized value by one step of its format. Adam's direction ``u`` (the
+    update itself when ``weights`` is None) can differ by a float32 ulp or
+    two in any case: XLA rewrites the divisions by the bias corrections
+    depending on the surrounding program (``x / c`` into ``x * (1 / c)``,
+    ``(a / b) / c`` into ``a / (b * c)``), in the chain and in the
+    interpreted kernel alike, while Triton and Mosaic divide as written.
 
   Example:
     >>> opt = quantized_adam(1e-3, weights=FloatFormat.BF16, nu=FloatFormat(8, 7),
