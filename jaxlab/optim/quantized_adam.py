@@ -236,14 +236,20 @@ def check_implementation(implementation: Any) -> None:
         f"implementation must be one of {IMPLEMENTATIONS}, got {implementation!r}")
 
 
-def _fusable(updates: Any, params: Any) -> bool:
-  """What the kernel covers, judged on static information (structure and dtypes)."""
+def _fusable(updates: Any, state: Any, params: Any) -> bool:
+  """What the kernel covers, judged on static information (structure and dtypes).
+
+  Float32 gradients and weights (the kernel's buffers), float32 moments (every
+  floating leaf of the state), ``params`` given (the kernel reads the weights).
+  """
   if params is None:
-    return False  # the kernel reads the weights (decay, Q_W)
+    return False
   leaves = jax.tree.leaves(updates)
   p_leaves = jax.tree.leaves(params)
+  floats = [x for x in jax.tree.leaves(state)
+            if jnp.issubdtype(getattr(x, "dtype", jnp.int32), jnp.floating)]
   return (bool(leaves) and len(leaves) == len(p_leaves)
-          and all(getattr(x, "dtype", None) == jnp.float32 for x in leaves + p_leaves))
+          and all(getattr(x, "dtype", None) == jnp.float32 for x in leaves + p_leaves + floats))
 
 
 def _advance(state: Any, fmt: FloatFormat | None, stochastic: bool):
@@ -347,7 +353,7 @@ def with_implementation(
     def xla(updates, state, params):
       return chain.update(updates, state, params, **extra_args)
 
-    if not _fusable(updates, params):
+    if not _fusable(updates, state, params):
       return xla(updates, state, params)
     kernel = functools.partial(fused_update, interpret=False)
     if implementation == "pallas":

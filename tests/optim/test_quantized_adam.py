@@ -318,6 +318,10 @@ def test_fused_falls_back_to_the_jnp_chain_where_the_kernel_does_not_apply():
     assert not _has_kernel(fused, p, with_params), kw
     # The same jaxpr, hence the same values.
     assert str(jax.make_jaxpr(fused.update)(*args)) == str(jax.make_jaxpr(xla.update)(*args))
+  # float32 gradients and weights, but bfloat16 moments (a state made for bfloat16 params).
+  fused = quantized_adam(1e-3, implementation="pallas")
+  assert "pallas_call" not in str(jax.make_jaxpr(fused.update)(
+      params, fused.init(jax.tree.map(lambda x: x.astype(jnp.bfloat16), params)), params))
   assert _has_kernel(quantized_adam(1e-3, implementation="pallas"), params)
 
 
