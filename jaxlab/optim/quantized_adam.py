@@ -423,15 +423,16 @@ def quantized_adam(
     formats, every rounding, schedules, weight decay and hyperparameters
     traced by ``optax.inject_hyperparams``. Everything else runs the "xla"
     chain under every ``implementation`` ("pallas" included: it falls back,
-    it does not raise): ``nesterov=True``, ``moment_storage``, a gradient or
-    parameter leaf that is not float32 (the whole tree then falls back),
-    ``update`` called without ``params``, and an empty tree.
+    it does not raise): ``nesterov=True``, ``moment_storage``, a gradient,
+    parameter or moment leaf that is not float32 (the whole tree then falls
+    back), ``update`` called without ``params``, and an empty tree.
 
     Both draw the same random bits (module docstring) and perform the same
     float32 operations in the same order, so the state (moments, counts,
     keys) and, with ``weights`` set, the update ``Q_W(w + u) - w`` agree bit
     for bit whenever every product is exact (e.g. dyadic hyperparameters and
-    formats of short mantissa; tests). Otherwise a compiler's fused
+    formats of short mantissa; tests), the latter unless an ulp of ``u``
+    (below) moves a rounding of ``w + u``, which is rare. Otherwise a compiler's fused
     multiply-add may round one product differently, which can move a
     quantized value by one step of its format. Adam's direction ``u`` (the
     update itself when ``weights`` is None) can differ by a float32 ulp or
