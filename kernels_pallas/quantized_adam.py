@@ -534,6 +534,7 @@ def quantized_adam_update_pallas(
     ``(update, m_new, v_new)``, float32 arrays of ``p``'s shape.
 
   Example:
+    >>> from jaxlab.core.rng import key_words
     >>> words = jnp.stack([jnp.stack(key_words(k)) for k in jax.random.split(key, 4)])
     >>> u, m, v = quantized_adam_update_pallas(
     ...     p, g, m, v, step=t, lr=1e-3, formats={"weights": FloatFormat.BF16},
