@@ -1,9 +1,8 @@
 r"""One fused quantized Adam(W) step as a Pallas kernel, with its jnp reference.
 
 The master update of Tang, Li, Zou (2025), Alg. 1, on flat float32 buffers:
-one pass reads ``w, g, m, v`` (and, for stochastic rounding, four arrays of
-random bits) and writes ``w, m, v``. With step ``t``, ``c_1 = 1 - \beta_1^t``
-and ``c_2 = 1 - \beta_2^t``:
+one pass reads ``w, g, m, v`` and writes ``w, m, v``. With step ``t``,
+``c_1 = 1 - \beta_1^t`` and ``c_2 = 1 - \beta_2^t``:
 
 .. math::
   \hat g &= Q_G(g) \\
@@ -15,7 +14,7 @@ and ``c_2 = 1 - \beta_2^t``:
 Each line is evaluated in exactly this order, with the scalars formed as
 ``optax.adam`` / ``optax.adamw`` and :func:`jaxlab.optim.quantized_adam.
 quantized_adam` (``nesterov=False``) form them, so all three perform the same
-IEEE float32 operations. Two provisos on "bit for bit":
+IEEE float32 operations. Three provisos on "bit for bit":
 
 * Compilers (XLA:CPU, XLA:GPU, Triton) may contract ``a * b + c`` into a fused
   multiply-add, and which product of ``a * b + c * d`` gets contracted depends
@@ -24,18 +23,34 @@ IEEE float32 operations. Two provisos on "bit for bit":
   and the jitted optax chain agree exactly on CPU, the interpret-mode kernel
   agrees exactly when the products are exact (dyadic hyperparameters) and
   within one rounding otherwise (tests).
+* XLA's algebraic simplifier rewrites divisions depending on the program
+  around them: ``x / c`` for a broadcast scalar ``c`` (the bias corrections)
+  into ``x * (1 / c)``, ``(a / b) / c`` into ``a / (b * c)``. Whether it does
+  so for optax's Adam depends, e.g., on how many leaves share ``c``, and the
+  interpret-mode kernel is XLA code too, while Triton and Mosaic divide as
+  written. So ``u`` may differ by a float32 ulp or two between any two of
+  these compilations. ``m`` and ``v`` are unaffected, and the new weights
+  only where an ulp of ``u`` moves the rounding of ``w + u`` (rare while
+  ``|u|`` is much smaller than ``|w|``, rarer still through a coarse ``Q_W``).
 * ``quantized_adam``'s ``Q_W`` is an update ``Q_W(w + u) - w`` added back by
   ``optax.apply_updates``; it lands exactly on ``Q_W(w + u)`` (what the kernel
   stores) whenever that difference is exact in float32, e.g. whenever ``w``
   is already in the weight format (see ``jaxlab.optim.transforms.
   quantize_weights``).
 
+Stochastic rounding draws its bits inside the kernel: ``Q_k`` rounds element
+``i`` of the flat buffer with ``hash_bits(i, k0, k1)`` (:mod:`jaxlab.core.rng`),
+``(k0, k1)`` the key words of quantity ``k``'s key, so no N-length arrays of
+random bits are materialized and read. It is the stream ``random_bits`` gives
+over the whole buffer, i.e. what the reference's ``quantize(x, fmt, key=k)``
+draws, so kernel and reference agree bit for bit in stochastic mode too.
+
 Layout: the wrapper pads ``N`` to a multiple of ``block_size`` and views the
 buffers as ``(rows, 128)``, so every block is ``(block_size // 128, 128)``: an
 (8, 128)-tiled f32 block for Mosaic (TPU) and a power-of-two block for Triton
 (GPU). Hyperparameters travel as one small float32 array and the format bit
-widths as one small int32 array (in SMEM on TPU), so a new learning rate,
-step or format does not recompile. A format that is off is passed as E8M23
+widths and key words as one small int32 array (in SMEM on TPU), so a new
+learning rate, step, key or format does not recompile. A format that is off is passed as E8M23
 with the float32 maximum, which :func:`~jaxlab.quant.quantize_f32` maps to
 the identity (tested), so one compiled kernel serves every format choice.
 
@@ -62,7 +77,7 @@ from jax.experimental.pallas import tpu as pltpu
 from jax.experimental.pallas import triton as plt
 
 from jaxlab.core.checks import check_range, concrete
-from jaxlab.core.rng import as_key, random_bits
+from jaxlab.core.rng import as_key, hash_bits, key_words
 from jaxlab.quant.float_format import ROUNDING_MODES, FloatFormat, quantize, quantize_f32
 
 LANES = 128  # last dimension of the 2-D view: one TPU lane row, a Triton-friendly width
@@ -72,8 +87,11 @@ _TILE = 8 * LANES  # block sizes are multiples of one (8, 128) float32 tile
 _NEG_LR, _B1, _ONE_MINUS_B1, _B2, _ONE_MINUS_B2, _EPS, _WD, _BC1, _BC2 = range(9)
 _MAX_VALUE = 9  # _MAX_VALUE + k: largest finite value of format k (G, M, V, W)
 _NUM_F = 16
-# int32 array: (exp_bits, man_bits) of G, M, V, W in slots 2k, 2k + 1.
-_NUM_I = 8
+# int32 array: (exp_bits, man_bits) of G, M, V, W in slots 2k, 2k + 1, and the two
+# uint32 key words (as int32 bits) of the stochastic-rounding stream of G, M, V, W in
+# slots _WORDS + 2k, _WORDS + 2k + 1 (zeros unless rounding is stochastic).
+_WORDS = 8
+_NUM_I = 16
 _FORMAT_FIELDS = ("grads", "mu", "nu", "weights")  # format k, in kernel order
 _OFF = (8, 23)  # "no quantization": E8M23 is the identity on float32
 
@@ -293,15 +311,24 @@ def quantized_adam_step_reference(
 # Kernel.
 
 
-def _quantized_adam_kernel(f_ref, i_ref, p_ref, g_ref, m_ref, v_ref, *refs, rounding: str):
-  """One (rows, 128) block: loads w, g, m, v (and random bits), stores w, m, v."""
+def _quantized_adam_kernel(f_ref, i_ref, p_ref, g_ref, m_ref, v_ref, p_out, m_out, v_out, *,
+                           rounding: str, decay: bool, output: str):
+  """One (rows, 128) block: loads w, g, m, v, stores w (or the update), m, v."""
   if rounding == "stochastic":
-    bits_refs, (p_out, m_out, v_out) = refs[:4], refs[4:]
-  else:
-    bits_refs, (p_out, m_out, v_out) = (None,) * 4, refs
+    # Flat index of every element of the block: the counter of the hash. int32
+    # arithmetic wraps like uint32, so indices past 2**31 stay right mod 2**32.
+    shape = p_ref.shape
+    row = lax.broadcasted_iota(jnp.int32, shape, 0)
+    lane = lax.broadcasted_iota(jnp.int32, shape, 1)
+    index = pl.program_id(0) * (shape[0] * LANES) + row * LANES + lane
+    index = lax.bitcast_convert_type(index, jnp.uint32)
 
   def q(x, k):  # Q_k with format k in (G, M, V, W)
-    rbits = None if bits_refs[k] is None else bits_refs[k][...]
+    rbits = None
+    if rounding == "stochastic":
+      k0 = lax.bitcast_convert_type(i_ref[_WORDS + 2 * k], jnp.uint32)
+      k1 = lax.bitcast_convert_type(i_ref[_WORDS + 2 * k + 1], jnp.uint32)
+      rbits = hash_bits(index, k0, k1)
     return quantize_f32(x, i_ref[2 * k], i_ref[2 * k + 1], f_ref[_MAX_VALUE + k],
                         rounding, rbits)
 
@@ -311,9 +338,15 @@ def _quantized_adam_kernel(f_ref, i_ref, p_ref, g_ref, m_ref, v_ref, *refs, roun
   m_new = q(f_ref[_ONE_MINUS_B1] * gq + f_ref[_B1] * m_ref[...], 1)
   v_new = q(f_ref[_ONE_MINUS_B2] * (gq * gq) + f_ref[_B2] * v_ref[...], 2)
   u = (m_new / f_ref[_BC1]) / (jnp.sqrt(v_new / f_ref[_BC2]) + f_ref[_EPS])
-  u = u + f_ref[_WD] * p
+  if decay:
+    u = u + f_ref[_WD] * p
   u = f_ref[_NEG_LR] * u
-  p_out[...] = q(p + u, 3)
+  if output == "update":  # optax's update before Q_W (weights format off)
+    p_out[...] = u
+  elif output == "quantized_update":  # quantize_weights' update Q_W(w + u) - w
+    p_out[...] = q(p + u, 3) - p
+  else:
+    p_out[...] = q(p + u, 3)
   m_out[...] = m_new
   v_out[...] = v_new
 
@@ -326,10 +359,15 @@ def _default_block_size(tpu: bool) -> int:
 
 
 @functools.partial(
-    jax.jit, static_argnames=("rounding", "block_size", "interpret"))
-def _pallas_step(p, g, m, v, count, hyper, fmt_fields, key, *, rounding, block_size,
-                 interpret):
-  """Packs the scalars, tiles the buffers, runs the kernel, untiles."""
+    jax.jit, static_argnames=("rounding", "block_size", "interpret", "decay", "output"))
+def _pallas_step(p, g, m, v, count, hyper, fmt_fields, words, *, rounding, block_size,
+                 interpret, decay=True, output="weights"):
+  """Packs the scalars, tiles the buffers, runs the kernel, untiles.
+
+  ``words`` is a uint32 ``(4, 2)`` array of the key words of G, M, V, W (None
+  unless rounding is stochastic); ``decay=False`` drops the ``lambda w`` term;
+  ``output`` is what the first result holds (see ``_quantized_adam_kernel``).
+  """
   neg_lr, b1, one_minus_b1, b2, one_minus_b2, eps, weight_decay = hyper
   fmt_arrays = [_format_arrays(*f) for f in fmt_fields]
   # Bias corrections from the traced step, as optax.tree.bias_correction forms them.
@@ -338,12 +376,15 @@ def _pallas_step(p, g, m, v, count, hyper, fmt_fields, key, *, rounding, block_s
   fvals += [mx for _, _, mx in fmt_arrays]
   fscal = jnp.stack([jnp.asarray(x, jnp.float32) for x in fvals])
   fscal = jnp.pad(fscal, (0, _NUM_F - fscal.shape[0]))
-  iscal = jnp.stack([b for e, man, _ in fmt_arrays for b in (e, man)])
+  widths = jnp.stack([b for e, man, _ in fmt_arrays for b in (e, man)])
+  if words is None:
+    words = jnp.zeros((len(_FORMAT_FIELDS), 2), jnp.uint32)
+  iscal = jnp.concatenate([widths, lax.bitcast_convert_type(words.reshape(-1), jnp.int32)])
+  iscal = jnp.pad(iscal, (0, _NUM_I - iscal.shape[0]))
 
   n = p.shape[0]
-  kernel = functools.partial(_quantized_adam_kernel, rounding=rounding)
-  bits = ([random_bits(k, (n,)) for k in _split_keys(key)]  # the draws quantize() makes
-          if rounding == "stochastic" else [])
+  kernel = functools.partial(_quantized_adam_kernel, rounding=rounding, decay=decay,
+                             output=output)
 
   def call(buffers, *, tpu: bool):
     """The kernel on padded ``(rows, 128)`` views, TPU (Mosaic) or GPU (Triton) layout."""
@@ -375,13 +416,19 @@ def _pallas_step(p, g, m, v, count, hyper, fmt_fields, key, *, rounding, block_s
     )(fscal, iscal, *arrays)
     return tuple(x.reshape(padded)[:n] for x in outs)
 
-  buffers = (p, g, m, v, *bits)
+  buffers = (p, g, m, v)
   if interpret:
     return call(buffers, tpu=False)
   # The platform lowered for picks the layout (an export for TPU from a CPU host
   # too); on CPU the default branch's pallas_call says only interpret mode runs there.
   return lax.platform_dependent(buffers, tpu=functools.partial(call, tpu=True),
                                 default=functools.partial(call, tpu=False))
+
+
+@jax.jit
+def _stream_words(key: jax.Array) -> jax.Array:
+  """uint32 ``(4, 2)``: the key words of the four keys ``key`` splits into (G, M, V, W)."""
+  return jnp.stack([jnp.stack(key_words(k)) for k in _split_keys(key)])
 
 
 def quantized_adam_step_pallas(
@@ -439,9 +486,84 @@ def quantized_adam_step_pallas(
   return _pallas_step(
       p, g, m, v, jnp.asarray(step, jnp.int32), hyper,
       tuple(_format_fields(f) for f in fmts),
-      as_key(key) if rounding == "stochastic" else None,
+      _stream_words(as_key(key)) if rounding == "stochastic" else None,
       rounding=rounding, block_size=None if block_size is None else int(block_size),
       interpret=interpret)
+
+
+def quantized_adam_update_pallas(
+    p: jax.Array,
+    g: jax.Array,
+    m: jax.Array,
+    v: jax.Array,
+    *,
+    step: jax.typing.ArrayLike,
+    lr: jax.typing.ArrayLike,
+    b1: jax.typing.ArrayLike = 0.9,
+    b2: jax.typing.ArrayLike = 0.999,
+    eps: jax.typing.ArrayLike = 1e-8,
+    weight_decay: jax.typing.ArrayLike | None = None,
+    formats: QuantFormats | Mapping[str, FloatFormat | None] | None = None,
+    rounding: str = "nearest",
+    stream_words: jax.Array | None = None,
+    block_size: int | None = None,
+    interpret: bool = False,
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+  r"""The fused kernel in the form an optax update needs (``jaxlab.optim.quantized_adam``).
+
+  The same step as :func:`quantized_adam_step_pallas`, but the first result is
+  the optax update rather than the new weights, and the random streams are
+  given per quantity:
+
+  * with ``formats.weights`` set, ``Q_W(w + u) - w`` (the update of
+    :func:`jaxlab.optim.quantize_weights`, which ``optax.apply_updates`` turns
+    into ``Q_W(w + u)``); without it, ``u`` itself (nothing is added to ``w``);
+  * ``weight_decay=None`` leaves the ``lambda w`` term out (what
+    ``quantized_adam`` does for a literal 0; a number, even 0, adds it);
+  * ``stream_words`` (uint32 ``(4, 2)``, required for stochastic rounding)
+    holds the key words of the streams of G, M, V, W: element ``i`` of the
+    flat buffer rounds ``Q_k`` with ``hash_bits(i, *stream_words[k])``.
+
+  Args:
+    p, g, m, v, step, lr, b1, b2, eps, formats, rounding, block_size, interpret:
+      as in :func:`quantized_adam_step_pallas`.
+    weight_decay: decoupled decay, or None for no decay term.
+    stream_words: the four streams' key words (see above).
+
+  Returns:
+    ``(update, m_new, v_new)``, float32 arrays of ``p``'s shape.
+
+  Example:
+    >>> from jaxlab.core.rng import key_words
+    >>> words = jnp.stack([jnp.stack(key_words(k)) for k in jax.random.split(key, 4)])
+    >>> u, m, v = quantized_adam_update_pallas(
+    ...     p, g, m, v, step=t, lr=1e-3, formats={"weights": FloatFormat.BF16},
+    ...     rounding="stochastic", stream_words=words, interpret=True)
+    >>> p = p + u  # == Q_W(p + u_adam) whenever that difference is exact
+  """
+  if rounding == "stochastic" and stream_words is None:
+    raise ValueError('rounding="stochastic" requires stream_words (uint32, shape (4, 2))')
+  fmts = _check_args(p, g, m, v, step, lr, b1, b2, eps,
+                     0.0 if weight_decay is None else weight_decay, formats, rounding,
+                     stream_words)
+  if rounding == "stochastic":
+    if (getattr(stream_words, "shape", None) != (len(_FORMAT_FIELDS), 2)
+        or getattr(stream_words, "dtype", None) != jnp.uint32):
+      raise TypeError(f"stream_words must be a uint32 array of shape (4, 2), got {stream_words!r}")
+  if block_size is not None:
+    _check_block_size(block_size)
+  if not isinstance(interpret, bool):
+    raise TypeError(f"interpret must be a bool, got {interpret!r}")
+  output = "update" if fmts.weights is None else "quantized_update"
+  if p.shape[0] == 0:
+    return p, m, v
+  hyper = (-lr, b1, 1 - b1, b2, 1 - b2, eps, 0.0 if weight_decay is None else weight_decay)
+  return _pallas_step(
+      p, g, m, v, jnp.asarray(step, jnp.int32), hyper,
+      tuple(_format_fields(f) for f in fmts),
+      stream_words if rounding == "stochastic" else None,
+      rounding=rounding, block_size=None if block_size is None else int(block_size),
+      interpret=interpret, decay=weight_decay is not None, output=output)
 
 
 def quantized_adam_step(

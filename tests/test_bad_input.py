@@ -279,6 +279,29 @@ def test_integer_and_traced_seeds_still_work():
   assert jax.tree.leaves(init(jnp.int32(2)))
 
 
+# --- the fused quantized Adam: implementation=, and a random stream's offset ----------------------
+
+
+@pytest.mark.parametrize("implementation", ["cuda", "Pallas", "", None, 1])
+def test_unknown_implementation_raises_at_construction(implementation):
+  from jaxlab.optim import quantized_adam, quantized_muon
+
+  match = r"implementation must be one of \('auto', 'pallas', 'xla'\)"
+  with pytest.raises(ValueError, match=match):
+    quantized_adam(1e-3, implementation=implementation)
+  with pytest.raises(ValueError, match=match):
+    quantized_muon(1e-3, implementation=implementation)
+
+
+@pytest.mark.parametrize("offset, error", [(-1, ValueError), (1.0, TypeError),
+                                           (True, TypeError), (np.zeros(2, int), TypeError)])
+def test_random_bits_bad_offset_raises(offset, error):
+  from jaxlab.core.rng import random_bits
+
+  with pytest.raises(error, match="offset must be"):
+    random_bits(jax.random.key(0), (3,), offset=offset)
+
+
 def test_bench_fractal_gd_rejects_a_bad_step_count(tmp_path):
   from experiments import bench_fractal_gd
 

@@ -9,6 +9,7 @@ Nothing here imports another jaxlab package. Modules: :mod:`~jaxlab.core.rng`
 from jaxlab.core import checks, rng, stats
 from jaxlab.core.checks import check_int, check_range, concrete, is_traced
 from jaxlab.core.rng import (
+    advance_key,
     as_key,
     as_key_data,
     hash_bits,
@@ -20,6 +21,7 @@ from jaxlab.core.rng import (
 )
 from jaxlab.core.stats import Spread, format_spread, spread
 
-__all__ = ["Spread", "as_key", "as_key_data", "check_int", "check_range", "checks", "concrete",
-           "format_spread", "hash_bits", "is_traced", "key_words", "random_bits", "rng",
-           "split_key_data", "split_leaf_keys", "spread", "stats", "stream_key_data"]
+__all__ = ["Spread", "advance_key", "as_key", "as_key_data", "check_int", "check_range",
+           "checks", "concrete", "format_spread", "hash_bits", "is_traced", "key_words",
+           "random_bits", "rng", "split_key_data", "split_leaf_keys", "spread", "stats",
+           "stream_key_data"]

@@ -24,8 +24,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-__all__ = ["as_key", "as_key_data", "hash_bits", "key_words", "random_bits", "split_key_data",
-           "split_leaf_keys", "stream_key_data"]
+__all__ = ["advance_key", "as_key", "as_key_data", "hash_bits", "key_words", "random_bits",
+           "split_key_data", "split_leaf_keys", "stream_key_data"]
 
 
 def _is_typed_key(x: Any) -> bool:
@@ -82,11 +82,25 @@ def split_leaf_keys(key_data: jax.Array, num_leaves: int,
   With ``needed=False`` (e.g. deterministic rounding) the key is passed
   through and the leaf keys are ``None``, so no random work is traced.
   """
+  key, sub = advance_key(key_data, needed)
   if not needed:
-    return key_data, [None] * num_leaves
+    return key, [None] * num_leaves
+  return key, list(jax.random.split(sub, max(num_leaves, 1)))[:num_leaves]
+
+
+def advance_key(key_data: jax.Array, needed: bool = True) -> tuple[jax.Array, jax.Array | None]:
+  """Advances raw key data by one step: ``(new_key_data, this step's typed key)``.
+
+  The step key keys one :func:`random_bits` stream over a whole flattened
+  pytree (element ``i`` of the concatenated leaves draws ``hash_bits(i, ...)``),
+  so a fused kernel over the flat buffer draws the same bits. It is the
+  ``sub`` key :func:`split_leaf_keys` splits per leaf. With ``needed=False`` the
+  key is passed through and the step key is None (no random work traced).
+  """
+  if not needed:
+    return key_data, None
   key, sub = jax.random.split(jax.random.wrap_key_data(key_data))
-  leaf_keys = list(jax.random.split(sub, max(num_leaves, 1)))[:num_leaves]
-  return jax.random.key_data(key), leaf_keys
+  return jax.random.key_data(key), sub
 
 
 def _lowbias32(x: jax.Array) -> jax.Array:
@@ -114,12 +128,31 @@ def hash_bits(index: jax.Array, k0: jax.Array, k1: jax.Array) -> jax.Array:
   return _lowbias32(_lowbias32(index * jnp.uint32(0x9E3779B9) + k0) ^ k1)
 
 
-def random_bits(key: Any, shape: tuple[int, ...]) -> jax.Array:
-  """Uniform ``uint32`` bits of the given shape: ``hash_bits(flat_index, *key_words(key))``.
+def random_bits(key: Any, shape: tuple[int, ...], offset: int = 0) -> jax.Array:
+  """Uniform ``uint32`` bits: ``hash_bits(offset + flat_index, *key_words(key))``.
 
   An order of magnitude cheaper than threefry bits on CPU, which matters when
   every optimizer step rounds every parameter several times.
+
+  Args:
+    key: typed key, raw key data or int seed.
+    shape: shape of the result.
+    offset: index of the first element in the key's stream (a Python int), so
+      that the leaves of a pytree, each drawn at its offset in the flattened
+      tree, get exactly the bits of one draw over the concatenated leaves.
+      Indices are uint32 and wrap modulo ``2**32``.
+
+  Example:
+    >>> a, b = random_bits(k, (3,)), random_bits(k, (2,), offset=3)
+    >>> jnp.concatenate([a, b])  # == random_bits(k, (5,))
   """
+  if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)):
+    raise TypeError(f"offset must be an int (an element index), got {offset!r}")
+  if offset < 0:
+    raise ValueError(f"offset must be >= 0, got {offset}")
   k0, k1 = key_words(key)
   size = int(np.prod(shape)) if shape else 1
-  return hash_bits(lax.iota(jnp.uint32, size).reshape(shape), k0, k1)
+  index = lax.iota(jnp.uint32, size)
+  if offset:
+    index = index + jnp.uint32(int(offset) % 2**32)
+  return hash_bits(index.reshape(shape), k0, k1)

@@ -2,6 +2,7 @@
 
 from jaxlab.optim.moment_storage import MOMENT_STORAGES
 from jaxlab.optim.quantized_adam import (
+    IMPLEMENTATIONS,
     ScaleByQuantizedAdamState,
     quantized_adam,
     scale_by_quantized_adam,
@@ -14,6 +15,7 @@ from jaxlab.optim.quantized_muon import (
 from jaxlab.optim.transforms import quantize_params, quantize_updates, quantize_weights
 
 __all__ = [
+    "IMPLEMENTATIONS",
     "MOMENT_STORAGES",
     "ScaleByQuantizedAdamState",
     "ScaleByQuantizedMuonState",

@@ -16,6 +16,16 @@ With every ``Q`` the identity the arithmetic is written exactly as optax's
 ``scale_by_adam`` writes it, so the updates are bit-identical to ``optax.adam``
 (``optax.adamw`` with weight decay).
 
+Two implementations of one step (``implementation=``): the optax chain of
+per-leaf ``jnp`` transforms ("xla"), and the fused Pallas kernel of
+:mod:`kernels_pallas.quantized_adam` run once over all leaves flattened into
+one float32 buffer ("pallas"); "auto" picks the kernel when the step is
+lowered for GPU or TPU. Both keep the same optimizer state and draw the same
+stochastic-rounding bits: element ``i`` of the flattened tree (leaves in
+``jax.tree.leaves`` order) rounds quantity ``Q`` at step ``t`` with
+``hash_bits(i, *key_words(k_Q,t))``, ``k_Q,t`` the step key of ``Q``'s stream
+(a function of ``seed``, ``Q`` and ``t``).
+
 References:
   Tang, Li, Zou, "A Convergence Analysis of Adaptive Optimizers under
   Floating-point Quantization", arXiv:2510.21314, ICLR 2026.
@@ -27,24 +37,33 @@ References:
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import optax
+from jax import lax
 
 from jaxlab.core.checks import check_int
-from jaxlab.core.rng import split_leaf_keys, stream_key_data
+from jaxlab.core.rng import advance_key, key_words, stream_key_data
 from jaxlab.optim import moment_storage as ms
 from jaxlab.optim.transforms import (
   STREAM_MU,
   STREAM_NU,
   add_decayed_weights,
   check_format,
+  is_literal_zero,
+  leaf_offsets,
+  quantize_flat,
   quantize_updates,
   quantize_weights,
 )
-from jaxlab.quant.float_format import FloatFormat, check_rounding, quantize
+from jaxlab.quant.float_format import FloatFormat, check_rounding
+from kernels_pallas.quantized_adam import QuantFormats, quantized_adam_update_pallas
+
+IMPLEMENTATIONS = ("auto", "pallas", "xla")
 
 
 class ScaleByQuantizedAdamState(NamedTuple):
@@ -90,20 +109,29 @@ class MomentBuffer:
         lambda c, s, g: ms.decode(c, s, self.storage, self.second_moment, g.dtype),
         codes, scales, like, is_leaf=lambda x: x is None)
 
-  def store(self, values: Any, keys: list, old_codes: Any) -> tuple[Any, Any, Any]:
-    """Returns ``(codes, scales, stored_values)``: what is kept and what it means."""
+  def store(self, values: Any, step_key: jax.Array | None, old_codes: Any,
+            stream: int | None = None) -> tuple[Any, Any, Any]:
+    """Returns ``(codes, scales, stored_values)``: what is kept and what it means.
+
+    ``step_key`` is this step's key (None when nothing is random), with
+    ``stream`` folded in when given. A format rounds every leaf as a slice of
+    the flattened tree (bits by flat index, as the fused kernel draws them);
+    compact storage encodes each leaf with its own key, split per leaf.
+    """
     leaves, treedef = jax.tree.flatten(values)
     old = treedef.flatten_up_to(old_codes)
+    fold = (lambda k: k) if stream is None else (lambda k: jax.random.fold_in(k, stream))
     if self.storage is None:
       if self.fmt is None:
         q = leaves
       else:
-        q = [quantize(x, self.fmt, rounding=self.rounding, key=k)
-             for x, k in zip(leaves, keys, strict=True)]
+        q = quantize_flat(leaves, self.fmt, self.rounding,
+                          None if step_key is None else fold(step_key))
       q = [x.astype(o.dtype) for x, o in zip(q, old, strict=True)]
       tree = jax.tree.unflatten(treedef, q)
       return tree, None, tree
     # Compact storage always rounds stochastically (see moment_storage).
+    keys = [fold(k) for k in list(jax.random.split(step_key, max(len(leaves), 1)))[:len(leaves)]]
     enc = [ms.encode(x, self.storage, "stochastic", k, self.second_moment)
            for x, k in zip(leaves, keys, strict=True)]
     codes = jax.tree.unflatten(treedef, [c for c, _ in enc])
@@ -175,18 +203,15 @@ def scale_by_quantized_adam(
 
   def update_fn(updates, state, params=None):
     del params
-    n = len(jax.tree.leaves(updates))
     needs_key = rounding == "stochastic" or moment_storage is not None
-    key, leaf_keys = split_leaf_keys(state.key, n, needs_key)
-    mu_keys = [k if k is None else jax.random.fold_in(k, STREAM_MU) for k in leaf_keys]
-    nu_keys = [k if k is None else jax.random.fold_in(k, STREAM_NU) for k in leaf_keys]
+    key, step_key = advance_key(state.key, needs_key)
     mu_prev = mu_buf.load(state.mu, state.mu_scale, updates)
     nu_prev = nu_buf.load(state.nu, state.nu_scale, updates)
     # Moment updates, written as optax.tree.update_moment(_per_elem_norm) does.
     mu_new = jax.tree.map(lambda g, t: (1 - b1) * (g**1) + b1 * t, updates, mu_prev)
     nu_new = jax.tree.map(lambda g, t: (1 - b2) * (g**2) + b2 * t, updates, nu_prev)
-    mu_codes, mu_scale, mu_t = mu_buf.store(mu_new, mu_keys, state.mu)
-    nu_codes, nu_scale, nu_t = nu_buf.store(nu_new, nu_keys, state.nu)
+    mu_codes, mu_scale, mu_t = mu_buf.store(mu_new, step_key, state.mu, STREAM_MU)
+    nu_codes, nu_scale, nu_t = nu_buf.store(nu_new, step_key, state.nu, STREAM_NU)
 
     count_inc = optax.safe_increment(state.count)
     mu_hat = corrected_momentum(mu_t, updates, b1, count_inc, nesterov)
@@ -198,6 +223,147 @@ def scale_by_quantized_adam(
     return new_updates, new_state
 
   return optax.GradientTransformation(init_fn, update_fn)
+
+
+# ----------------------------------------------------------------------------
+# The fused implementation: one Pallas kernel for chain(Q_G, rule, decay, lr, Q_W).
+
+
+def check_implementation(implementation: Any) -> None:
+  """Raises ``ValueError`` unless ``implementation`` is one of :data:`IMPLEMENTATIONS`."""
+  if not isinstance(implementation, str) or implementation not in IMPLEMENTATIONS:
+    raise ValueError(
+        f"implementation must be one of {IMPLEMENTATIONS}, got {implementation!r}")
+
+
+def _fusable(updates: Any, state: Any, params: Any) -> bool:
+  """What the kernel covers, judged on static information (structure and dtypes).
+
+  Float32 gradients and weights (the kernel's buffers), float32 moments (every
+  floating leaf of the state), ``params`` given (the kernel reads the weights).
+  """
+  if params is None:
+    return False
+  leaves = jax.tree.leaves(updates)
+  p_leaves = jax.tree.leaves(params)
+  floats = [x for x in jax.tree.leaves(state)
+            if jnp.issubdtype(getattr(x, "dtype", jnp.int32), jnp.floating)]
+  return (bool(leaves) and len(leaves) == len(p_leaves)
+          and all(getattr(x, "dtype", None) == jnp.float32 for x in leaves + p_leaves + floats))
+
+
+def _advance(state: Any, fmt: FloatFormat | None, stochastic: bool):
+  """``(new quantize state, step key or None)`` of a ``quantize_updates/_weights`` state."""
+  if fmt is None:
+    return state, None  # optax.identity(): EmptyState, no stream
+  key, step_key = advance_key(state.key, stochastic)
+  return state._replace(key=key), step_key
+
+
+def _words(key: jax.Array | None) -> jax.Array:
+  """The two uint32 key words of a stream's step key (zeros for no stream)."""
+  if key is None:
+    return jnp.zeros(2, jnp.uint32)
+  return jnp.stack(key_words(key))
+
+
+def fused_adam_update(
+    updates: Any, state: tuple, params: Any, *,
+    learning_rate: optax.ScalarOrSchedule,
+    b1: jax.typing.ArrayLike, b2: jax.typing.ArrayLike, eps: jax.typing.ArrayLike,
+    weight_decay: jax.typing.ArrayLike,
+    grads: FloatFormat | None, weights: FloatFormat | None,
+    mu: FloatFormat | None, nu: FloatFormat | None,
+    rounding: str, outer: bool, interpret: bool,
+) -> tuple[Any, tuple]:
+  """One step of ``chain([Q_G,] rule, decay, lr, [Q_W])`` as one kernel over the flat tree.
+
+  Reads and writes the chain's own state (``outer``: the 5-link chain of
+  :func:`quantized_adam`; otherwise the 3-link Adam part of ``quantized_muon``),
+  advancing every counter and key exactly as the links do, so the two
+  implementations are interchangeable step by step.
+  """
+  if outer:
+    qg_state, rule, decay_state, lr_state, qw_state = state
+  else:
+    rule, decay_state, lr_state = state
+    qg_state = qw_state = None
+    grads = weights = None  # applied outside (quantized_muon's Q_G / Q_W on all params)
+  stochastic = rounding == "stochastic"
+  leaves, treedef = jax.tree.flatten(updates)
+  flat = lambda tree: jnp.concatenate([x.reshape(-1) for x in treedef.flatten_up_to(tree)])
+
+  # The random streams of G, M, V, W, keyed as quantize_updates, the rule and
+  # quantize_weights key them (then by flat index, in the kernel).
+  qg_state, g_key = _advance(qg_state, grads, stochastic)
+  qw_state, w_key = _advance(qw_state, weights, stochastic)
+  rule_key, step_key = advance_key(rule.key, stochastic)
+  words = None
+  if stochastic:
+    fold = lambda stream, fmt: None if fmt is None else jax.random.fold_in(step_key, stream)
+    words = jnp.stack([_words(g_key), _words(fold(STREAM_MU, mu)), _words(fold(STREAM_NU, nu)),
+                       _words(w_key)])
+  # optax.scale_by_learning_rate: a schedule is read at its own count.
+  if callable(learning_rate):
+    lr = learning_rate(lr_state.count)
+    lr_state = lr_state._replace(count=optax.safe_increment(lr_state.count))
+  else:
+    lr = learning_rate
+  count = optax.safe_increment(rule.count)
+  out, m_new, v_new = quantized_adam_update_pallas(
+      flat(params), flat(updates), flat(rule.mu), flat(rule.nu), step=count, lr=lr, b1=b1,
+      b2=b2, eps=eps, weight_decay=None if is_literal_zero(weight_decay) else weight_decay,
+      formats=QuantFormats(grads, mu, nu, weights), rounding=rounding, stream_words=words,
+      interpret=interpret)
+
+  def unflat(x, like):
+    like = treedef.flatten_up_to(like)
+    return jax.tree.unflatten(treedef, [
+        x[o:o + y.size].reshape(y.shape).astype(y.dtype)
+        for o, y in zip(leaf_offsets(like), like, strict=True)])
+
+  rule = rule._replace(count=count, key=rule_key, mu=unflat(m_new, rule.mu),
+                       nu=unflat(v_new, rule.nu))
+  new_updates = unflat(out, updates)
+  if outer:
+    return new_updates, (qg_state, rule, decay_state, lr_state, qw_state)
+  return new_updates, (rule, decay_state, lr_state)
+
+
+def with_implementation(
+    chain: optax.GradientTransformation, fused_update: Callable[..., Any] | None,
+    implementation: str,
+) -> optax.GradientTransformationExtraArgs:
+  """``chain`` whose update runs ``fused_update`` where ``implementation`` asks for it.
+
+  ``fused_update(updates, state, params, interpret=...)`` must take and return
+  ``chain``'s state. None (a configuration the kernel does not cover) gives
+  ``chain`` itself. "pallas" runs the kernel (interpreted when lowered for
+  CPU), "auto" runs it when lowered for CUDA, ROCm or TPU and ``chain``
+  elsewhere (``lax.platform_dependent``: by the platform lowered for, so an
+  export for TPU from a CPU host gets the kernel), "xla" always runs ``chain``.
+  Per call, trees the kernel does not cover (see :func:`quantized_adam`) run
+  ``chain`` whatever ``implementation`` says.
+  """
+  chain = optax.with_extra_args_support(chain)
+  if implementation == "xla" or fused_update is None:
+    return chain
+
+  def update_fn(updates, state, params=None, **extra_args):
+    def xla(updates, state, params):
+      return chain.update(updates, state, params, **extra_args)
+
+    if not _fusable(updates, state, params):
+      return xla(updates, state, params)
+    kernel = functools.partial(fused_update, interpret=False)
+    if implementation == "pallas":
+      return lax.platform_dependent(
+          updates, state, params, cpu=functools.partial(fused_update, interpret=True),
+          default=kernel)
+    return lax.platform_dependent(updates, state, params, cuda=kernel, rocm=kernel, tpu=kernel,
+                                  default=xla)
+
+  return optax.GradientTransformationExtraArgs(chain.init, update_fn)
 
 
 def quantized_adam(
@@ -215,6 +381,7 @@ def quantized_adam(
     rounding: str = "nearest",
     seed: jax.typing.ArrayLike = 0,
     moment_storage: str | None = None,
+    implementation: str = "auto",
 ) -> optax.GradientTransformationExtraArgs:
   r"""Adam (AdamW) with simulated low-precision G, W, M, V or compact moments.
 
@@ -235,9 +402,44 @@ def quantized_adam(
     rounding: "nearest", "stochastic" or "truncate".
     seed: seed of the stochastic rounding streams (kept in the state).
     moment_storage: None, "bfloat16", "float8_e4m3fn" or "int8".
+    implementation: "auto" (default), "pallas" or "xla": how a step runs
+      (below). Every choice keeps the same state, so one may change it
+      between steps or checkpoints.
 
   Returns:
     An ``optax.GradientTransformationExtraArgs``.
+
+  Implementations:
+    "xla" is the chain above, leaf by leaf in ``jnp``. "pallas" flattens the
+    gradients, weights and both moments into one float32 buffer each
+    (leaves concatenated in ``jax.tree.leaves`` order), runs the fused kernel
+    :func:`kernels_pallas.quantized_adam.quantized_adam_update_pallas` once
+    (compiled for GPU/TPU, interpreted when lowered for CPU) and splits the
+    results back. "auto" runs the kernel when the step is lowered for CUDA,
+    ROCm or TPU and "xla" otherwise (CPU), decided by the platform lowered for
+    (``lax.platform_dependent``), not ``jax.default_backend()``.
+
+    The kernel covers Adam(W) with any ``grads``/``weights``/``mu``/``nu``
+    formats, every rounding, schedules, weight decay and hyperparameters
+    traced by ``optax.inject_hyperparams``. Everything else runs the "xla"
+    chain under every ``implementation`` ("pallas" included: it falls back,
+    it does not raise): ``nesterov=True``, ``moment_storage``, a gradient,
+    parameter or moment leaf that is not float32 (the whole tree then falls
+    back), ``update`` called without ``params``, and an empty tree.
+
+    Both draw the same random bits (module docstring) and perform the same
+    float32 operations in the same order, so the state (moments, counts,
+    keys) and, with ``weights`` set, the update ``Q_W(w + u) - w`` agree bit
+    for bit whenever every product is exact (e.g. dyadic hyperparameters and
+    formats of short mantissa; tests), the latter unless an ulp of ``u``
+    (below) moves a rounding of ``w + u``, which is rare. Otherwise a compiler's fused
+    multiply-add may round one product differently, which can move a
+    quantized value by one step of its format. Adam's direction ``u`` (the
+    update itself when ``weights`` is None) can differ by a float32 ulp or
+    two in any case: XLA rewrites the divisions by the bias corrections
+    depending on the surrounding program (``x / c`` into ``x * (1 / c)``,
+    ``(a / b) / c`` into ``a / (b * c)``), in the chain and in the
+    interpreted kernel alike, while Triton and Mosaic divide as written.
 
   Example:
     >>> opt = quantized_adam(1e-3, weights=FloatFormat.BF16, nu=FloatFormat(8, 7),
@@ -251,10 +453,17 @@ def quantized_adam(
   """
   check_format(grads, "grads")
   check_format(weights, "weights")
+  check_implementation(implementation)
   rule = scale_by_quantized_adam(
       b1, b2, eps, nesterov=nesterov, mu=mu, nu=nu, rounding=rounding, seed=seed,
       moment_storage=moment_storage)
-  return optax.chain(
+  fused = None
+  if not nesterov and moment_storage is None:
+    fused = functools.partial(
+        fused_adam_update, learning_rate=learning_rate, b1=b1, b2=b2, eps=eps,
+        weight_decay=weight_decay, grads=grads, weights=weights, mu=mu, nu=nu,
+        rounding=rounding, outer=True)
+  chain = optax.chain(
       quantize_updates(grads, rounding=rounding, seed=seed),
       rule,
       # Always in the chain (one state structure; weight_decay may be a tracer
@@ -264,3 +473,4 @@ def quantized_adam(
       optax.scale_by_learning_rate(learning_rate),
       quantize_weights(weights, rounding=rounding, seed=seed),
   )
+  return with_implementation(chain, fused, implementation)

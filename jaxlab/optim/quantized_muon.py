@@ -27,6 +27,7 @@ References:
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
 import jax
@@ -43,12 +44,15 @@ from optax.contrib._muon import (
 )
 
 from jaxlab.core.checks import check_int
-from jaxlab.core.rng import split_leaf_keys, stream_key_data
+from jaxlab.core.rng import advance_key, stream_key_data
 from jaxlab.optim import moment_storage as ms
 from jaxlab.optim.quantized_adam import (
     MomentBuffer,
+    check_implementation,
     corrected_momentum,
+    fused_adam_update,
     scale_by_quantized_adam,
+    with_implementation,
 )
 from jaxlab.optim.transforms import (
     STREAM_MU,
@@ -123,10 +127,10 @@ def scale_by_quantized_muon(
   def update_fn(updates, state, params=None):
     del params
     needs_key = rounding == "stochastic" or moment_storage is not None
-    key, leaf_keys = split_leaf_keys(state.key, len(jax.tree.leaves(updates)), needs_key)
+    key, step_key = advance_key(state.key, needs_key)
     mu_prev = buf.load(state.mu, state.mu_scale, updates)
     mu_new = jax.tree.map(lambda g, t: (1 - beta) * (g**1) + beta * t, updates, mu_prev)
-    mu_codes, mu_scale, mu_t = buf.store(mu_new, leaf_keys, state.mu)
+    mu_codes, mu_scale, mu_t = buf.store(mu_new, step_key, state.mu)
     count_inc = optax.safe_increment(state.count)
     mu_hat = corrected_momentum(mu_t, updates, beta, count_inc, nesterov)
     new_updates = jax.tree.map(
@@ -159,6 +163,7 @@ def quantized_muon(
     weight_decay: jax.typing.ArrayLike = 0.0,
     adam_weight_decay: jax.typing.ArrayLike = 0.0,
     adam_learning_rate: optax.ScalarOrSchedule | None = None,
+    implementation: str = "auto",
 ) -> optax.GradientTransformationExtraArgs:
   """Muon for 2-D parameters, quantized AdamW for the rest, under quantization.
 
@@ -187,6 +192,13 @@ def quantized_muon(
     weight_decay: Muon's decoupled weight decay.
     adam_weight_decay: Adam's decoupled weight decay.
     adam_learning_rate: Adam's learning rate (default: ``learning_rate``).
+    implementation: "auto" (default), "pallas" or "xla", for the Adam part
+      only, as in :func:`~jaxlab.optim.quantized_adam`: the non-matrix
+      parameters' moments and updates in one fused kernel over their flattened
+      leaves (Q_G and Q_W stay per-leaf ``jnp`` transforms over all params,
+      Muon's rule is always ``jnp``). The kernel has no Nesterov momentum, so
+      with ``nesterov=True`` (the default, as optax) or ``moment_storage`` the
+      Adam part runs the ``jnp`` chain under every ``implementation``.
 
   Returns:
     An ``optax.GradientTransformationExtraArgs``.
@@ -195,6 +207,7 @@ def quantized_muon(
   check_format(weights, "weights")
   check_format(nu, "nu")
   ms.check_storage(moment_storage, mu, nu)
+  check_implementation(implementation)
   if adam_learning_rate is None:
     adam_learning_rate = learning_rate
   labels = lambda params: jax.tree.map(lambda x: "muon" if x.ndim == 2 else "adam", params)
@@ -213,6 +226,13 @@ def quantized_muon(
       add_decayed_weights(adam_weight_decay),
       optax.scale_by_learning_rate(adam_learning_rate),
   )
+  fused = None
+  if not nesterov and moment_storage is None:
+    fused = functools.partial(
+        fused_adam_update, learning_rate=adam_learning_rate, b1=adam_b1, b2=adam_b2, eps=eps,
+        weight_decay=adam_weight_decay, grads=None, weights=None, mu=mu, nu=nu,
+        rounding=rounding, outer=False)
+  adam_part = with_implementation(adam_part, fused, implementation)
   return optax.chain(
       quantize_updates(grads, rounding=rounding, seed=seed),
       optax.partition({"muon": muon_part, "adam": adam_part}, labels),

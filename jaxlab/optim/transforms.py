@@ -8,7 +8,17 @@ quantized. :func:`quantize_updates` is ``Q_G`` (the first link of a chain) and
 that ``optax.apply_updates(params, updates)`` lands on ``Q_W(params + u)``.
 
 Stochastic rounding draws from a PRNG key kept in the state as raw key data
-(``jax.random.key_data``, uint32), so states are plain arrays.
+(``jax.random.key_data``, uint32), so states are plain arrays. Each step
+advances the key once (:func:`~jaxlab.core.rng.advance_key`) and the step key
+keys one counter-hash stream over the whole flattened tree: element ``i`` of
+the concatenated leaves (in ``jax.tree.leaves`` order) rounds with
+``hash_bits(i, *key_words(step_key))``. The bits are thus a function of
+(seed, quantity, step, flat index) only, which is what lets the fused Pallas
+step of :func:`jaxlab.optim.quantized_adam` (one kernel over the flat buffer)
+draw exactly the same bits as this per-leaf jnp path. (Until the fused path
+was added each leaf drew from its own split key, so stochastic trajectories
+from before that change differ from today's; nearest and truncate are
+unchanged.)
 """
 
 from __future__ import annotations
@@ -19,11 +29,31 @@ import jax
 import optax
 
 from jaxlab.core.checks import check_int
-from jaxlab.core.rng import split_leaf_keys, stream_key_data
+from jaxlab.core.rng import advance_key, stream_key_data
 from jaxlab.quant.float_format import FloatFormat, check_rounding, quantize, quantize_tree
 
 # Stream ids folded into the seed, so G, M, V and W draw independent bits.
 STREAM_GRADS, STREAM_MU, STREAM_NU, STREAM_WEIGHTS = 1, 2, 3, 4
+
+
+def is_literal_zero(x: Any) -> bool:
+  """True for a Python int/float equal to 0 (never for an array or a tracer)."""
+  return isinstance(x, (int, float)) and not isinstance(x, bool) and x == 0
+
+
+def leaf_offsets(leaves: list) -> list[int]:
+  """Index of each leaf's first element in the concatenation of the raveled leaves."""
+  offsets, total = [], 0
+  for x in leaves:
+    offsets.append(total)
+    total += int(x.size)
+  return offsets
+
+
+def quantize_flat(leaves: list, fmt: FloatFormat, rounding: str, key: jax.Array | None) -> list:
+  """Quantizes each leaf as one slice of the flattened tree (stochastic bits by flat index)."""
+  return [quantize(x, fmt, rounding=rounding, key=key, offset=o)
+          for x, o in zip(leaves, leaf_offsets(leaves), strict=True)]
 
 
 def check_format(fmt: Any, name: str) -> None:
@@ -63,8 +93,8 @@ def quantize_updates(
   def update_fn(updates, state, params=None):
     del params
     leaves, treedef = jax.tree.flatten(updates)
-    key, keys = split_leaf_keys(state.key, len(leaves), rounding == "stochastic")
-    out = [quantize(g, fmt, rounding=rounding, key=k) for g, k in zip(leaves, keys, strict=True)]
+    key, step_key = advance_key(state.key, rounding == "stochastic")
+    out = quantize_flat(leaves, fmt, rounding, step_key)
     return jax.tree.unflatten(treedef, out), QuantizeState(key=key)
 
   return optax.GradientTransformation(init_fn, update_fn)
@@ -106,11 +136,10 @@ def quantize_weights(
       raise ValueError("quantize_weights needs params: call update(updates, state, params)")
     leaves, treedef = jax.tree.flatten(updates)
     p_leaves = treedef.flatten_up_to(params)
-    key, keys = split_leaf_keys(state.key, len(leaves), rounding == "stochastic")
-    out = []
-    for u, p, k in zip(leaves, p_leaves, keys, strict=True):
-      target = quantize((p + u).astype(p.dtype), fmt, rounding=rounding, key=k)
-      out.append((target - p).astype(p.dtype))
+    key, step_key = advance_key(state.key, rounding == "stochastic")
+    moved = [(p + u).astype(p.dtype) for u, p in zip(leaves, p_leaves, strict=True)]
+    targets = quantize_flat(moved, fmt, rounding, step_key)
+    out = [(t - p).astype(p.dtype) for t, p in zip(targets, p_leaves, strict=True)]
     return jax.tree.unflatten(treedef, out), QuantizeState(key=key)
 
   return optax.GradientTransformation(init_fn, update_fn)
@@ -126,8 +155,7 @@ def add_decayed_weights(weight_decay: jax.typing.ArrayLike) -> optax.GradientTra
   traced number.
   """
   inner = optax.add_decayed_weights(weight_decay)
-  literal_zero = (isinstance(weight_decay, (int, float)) and not isinstance(weight_decay, bool)
-                  and weight_decay == 0)
+  literal_zero = is_literal_zero(weight_decay)
 
   def update_fn(updates, state, params=None):
     if literal_zero:

@@ -300,6 +300,7 @@ def quantize_bits(
     *,
     rounding: str = "nearest",
     key: jax.Array | None = None,
+    offset: int = 0,
 ) -> jax.Array:
   """Rounds ``x`` to the format with the given (possibly traced) bit widths.
 
@@ -317,6 +318,11 @@ def quantize_bits(
     max_value: largest finite magnitude, or None for the IEEE-like maximum.
     rounding: "nearest" (ties to even), "stochastic" or "truncate".
     key: PRNG key (typed or raw uint32 key data), required for "stochastic".
+    offset: index of x's first element in the key's stream: element ``i`` of
+      ``x.ravel()`` rounds with ``random_bits(key, ...)[offset + i]``, so the
+      leaves of a pytree quantized at their offsets in the flattened tree draw
+      what one call on the concatenated leaves would (and what a fused kernel
+      over that flat buffer draws).
 
   Returns:
     An array of x's shape and dtype with values representable in the format
@@ -331,7 +337,7 @@ def quantize_bits(
   check_widths(exp_bits, man_bits, max_value)
   rbits = None
   if rounding == "stochastic":
-    rbits = random_bits(key, x.shape)
+    rbits = random_bits(key, x.shape, offset)
   carrier = x
   if jnp.finfo(x.dtype).max > np.finfo(np.float32).max:
     # float64 beyond float32's range would become inf on the carrier: saturate
@@ -355,6 +361,7 @@ def quantize(
     *,
     rounding: str = "nearest",
     key: jax.Array | None = None,
+    offset: int = 0,
 ) -> jax.Array:
   """Rounds ``x`` to values representable in ``fmt``.
 
@@ -364,6 +371,8 @@ def quantize(
     rounding: "nearest" (ties to even), "stochastic" (unbiased, needs ``key``)
       or "truncate" (toward zero).
     key: PRNG key for stochastic rounding.
+    offset: index of x's first element in the key's random stream (see
+      :func:`quantize_bits`).
 
   Returns:
     ``Q(x)``, same shape and dtype as ``x``. Subnormals of ``fmt`` are kept,
@@ -376,7 +385,7 @@ def quantize(
     raise TypeError(f"fmt must be a FloatFormat, got {type(fmt).__name__}")
   check_rounding(rounding, key)
   return quantize_bits(
-      x, fmt.exp_bits, fmt.man_bits, fmt.max_value, rounding=rounding, key=key
+      x, fmt.exp_bits, fmt.man_bits, fmt.max_value, rounding=rounding, key=key, offset=offset
   )
 
 

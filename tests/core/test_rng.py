@@ -70,3 +70,18 @@ def test_stream_and_leaf_keys():
 def test_as_key_rejects_non_keys(bad):
   with pytest.raises((TypeError, ValueError)):
     rng.as_key(bad)
+
+
+def test_random_bits_offset_continues_the_stream():
+  # Leaves drawn at their offsets in a flattened tree get the concatenation's bits.
+  @jax.jit
+  def draws(key):
+    parts = [rng.random_bits(key, (2, 3)), rng.random_bits(key, (5,), offset=6),
+             rng.random_bits(key, (), offset=11)]
+    # Indices are uint32: an offset past 2**32 wraps.
+    return (rng.random_bits(key, (12,)), jnp.concatenate([x.ravel() for x in parts]),
+            rng.random_bits(key, (3,), offset=2**32 + 1))
+
+  whole, parts, wrapped = draws(jax.random.key(4))
+  np.testing.assert_array_equal(parts, whole)
+  np.testing.assert_array_equal(wrapped, whole[1:4])

@@ -25,10 +25,12 @@ import jax
 import jax.extend.core as jex
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 from jax import export
 from jax.experimental.pallas import triton as plt
 
+from jaxlab.optim import quantized_adam
 from jaxlab.quant import FloatFormat
 from kernels_pallas.fractal_gd import gd_grid, gd_grid_pallas
 from kernels_pallas.matching import round_proposals, round_proposals_pallas
@@ -169,3 +171,26 @@ def test_fractal_gd_dispatcher_picks_by_lowering_platform(platform):
 def test_compiled_kernel_on_cpu_says_interpret_only():
   with pytest.raises(ValueError, match="interpret mode"):
     _lower(_gd(gd_grid_pallas), "cpu", jnp.zeros((2, 8)), jnp.zeros((2, 8)))
+
+
+# -- quantized Adam through the optax API --------------------------------------------------------
+def _optax_adam(implementation):
+  """A jitted quantized_adam update (stochastic, every format, a schedule) and its arguments."""
+  opt = quantized_adam(optax.linear_schedule(1e-3, 1e-4, 10), weight_decay=1e-2,
+                       grads=FloatFormat.E5M2, mu=FloatFormat.E4M3, nu=FloatFormat.BF16,
+                       weights=FloatFormat.BF16, rounding="stochastic",
+                       implementation=implementation)
+  params = {"w": jnp.zeros((40, 30)), "b": jnp.zeros(30)}  # 1230 elements: two 1024-blocks
+  return opt.update, (params, opt.init(params), params)
+
+
+@pytest.mark.parametrize("platform", ["cuda", "tpu"])
+def test_quantized_adam_optax_update_lowers(platform):
+  fn, args = _optax_adam("pallas")
+  assert _kernels_in(_lower(fn, platform, *args)) == {platform}
+
+
+@pytest.mark.parametrize("platform", ["cuda", "tpu", "cpu"])
+def test_quantized_adam_optax_auto_picks_by_lowering_platform(platform):
+  fn, args = _optax_adam("auto")
+  assert _kernels_in(_lower(fn, platform, *args)) == ({platform} - {"cpu"})

@@ -15,12 +15,14 @@ agree exactly.
 import functools
 
 import jax
+import jax.extend.core
 import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import optax
 import pytest
 
+from jaxlab.core.rng import key_words
 from jaxlab.optim.quantized_adam import quantized_adam
 from jaxlab.quant import FloatFormat, quantize_f32
 from kernels_pallas.quantized_adam import (
@@ -28,6 +30,7 @@ from kernels_pallas.quantized_adam import (
     quantized_adam_step,
     quantized_adam_step_pallas,
     quantized_adam_step_reference,
+    quantized_adam_update_pallas,
 )
 
 N = 3000  # not a multiple of the block: exercises padding and 3 grid steps
@@ -176,6 +179,46 @@ def test_stochastic_rounding_uses_the_key():
                 formats=fmts, rounding="stochastic")
   for x, y in zip(a, raw, strict=True):
     _assert_bits_equal(x, y, "raw key data")
+
+
+def test_stochastic_kernel_draws_its_bits_inside():
+  """No N-length random-bit arrays go in: the kernel reads two scalar arrays and p, g, m, v.
+
+  (Its bits are still the reference's: test_kernel_matches_reference_bit_for_bit.)
+  """
+  p = jnp.zeros(N)
+  jaxpr = jax.make_jaxpr(lambda p: quantized_adam_step_pallas(
+      p, p, p, p, step=1, lr=1e-3, formats=ALL, rounding="stochastic", key=jax.random.key(0),
+      block_size=BLOCK, interpret=True))(p)
+  calls = [e for e in jaxpr.jaxpr.eqns if e.primitive.name == "pallas_call"]
+  calls += [e for eqn in jaxpr.jaxpr.eqns for sub in jax.extend.core.jaxprs_in_params(eqn.params)
+            for e in sub.eqns if e.primitive.name == "pallas_call"]
+  assert len(calls) == 1
+  shapes = [tuple(v.aval.shape) for v in calls[0].invars]
+  assert shapes == [(16,), (16,)] + [(3 * BLOCK // 128, 128)] * 4
+
+
+def test_update_kernel_returns_the_optax_update():
+  """quantized_adam_update_pallas: p + update lands on the step's new weights, bit for bit.
+
+  With Q_W the update is Q_W(p + u) - p (exact here: p is in bfloat16); without it, u
+  itself, and ``weight_decay=None`` drops the decay term. Its per-quantity stream words
+  are the key words of the four keys quantized_adam_step_pallas splits its key into.
+  """
+  p, g, m, v = _buffers(seed=7)
+  key = jax.random.key(5)
+  words = jnp.stack([jnp.stack(key_words(k)) for k in jax.random.split(key, 4)])
+  hyper = {k: val for k, val in DYADIC.items() if k != "weight_decay"}
+  common = dict(step=jnp.int32(2), block_size=BLOCK, interpret=True, **hyper)
+  for formats, rounding, wd in ((ALL, "stochastic", DYADIC["weight_decay"]),
+                                (MIXED_2, "nearest", None)):
+    step = quantized_adam_step_pallas(p, g, m, v, formats=formats, rounding=rounding, key=key,
+                                      weight_decay=wd or 0.0, **common)
+    upd = quantized_adam_update_pallas(p, g, m, v, formats=formats, rounding=rounding,
+                                       stream_words=words, weight_decay=wd, **common)
+    _assert_bits_equal(p + upd[0], step[0], f"weights ({rounding})")
+    for name, a, b in zip(("m", "v"), upd[1:], step[1:], strict=True):
+      _assert_bits_equal(a, b, f"{name} ({rounding})")
 
 
 @pytest.mark.parametrize("n", [1, 2 * BLOCK])
@@ -328,8 +371,18 @@ def test_bad_arguments_raise(args, kwargs, error, match):
 def test_bad_kernel_arguments_raise(kwargs, error, match):
   with pytest.raises(error, match=match):
     quantized_adam_step_pallas(_P, _P, _P, _P, **_GOOD, **kwargs)
+  with pytest.raises(error, match=match):
+    quantized_adam_update_pallas(_P, _P, _P, _P, **_GOOD, **kwargs)
   with pytest.raises(TypeError, match="use_kernel"):
     quantized_adam_step(_P, _P, _P, _P, use_kernel="yes", **_GOOD)
+
+
+def test_bad_stream_words_raise():
+  with pytest.raises(ValueError, match="requires stream_words"):
+    quantized_adam_update_pallas(_P, _P, _P, _P, rounding="stochastic", **_GOOD)
+  with pytest.raises(TypeError, match=r"stream_words must be a uint32 array of shape \(4, 2\)"):
+    quantized_adam_update_pallas(_P, _P, _P, _P, rounding="stochastic",
+                                 stream_words=jnp.zeros(8, jnp.uint32), **_GOOD)
 
 
 # -- the kernel against independent references: optax, and ml_dtypes casts in numpy --------

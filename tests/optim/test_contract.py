@@ -3,7 +3,8 @@
 Each optimizer (with and without quantization) must: accept extra args under
 jit without recompiling, work inside optax.chain, optax.inject_hyperparams and
 optax.MultiSteps, preserve the parameter dtype and keep state shapes/dtypes
-stable across steps, and converge on a small problem.
+stable across steps, and converge on a small problem. The ``*_fused`` variants
+run the fused Pallas step (``implementation="pallas"``, interpreted on CPU).
 """
 
 import functools
@@ -31,8 +32,25 @@ OPTIMIZERS = {
     "muon": (quantized_muon, dict(learning_rate=1e-2)),
     "muon_quant": (quantized_muon, dict(learning_rate=1e-2, **QUANT)),
     "muon_bf16": (quantized_muon, dict(learning_rate=1e-2, moment_storage="bfloat16")),
+    # The fused Pallas step (interpreted on CPU), in float32 only (see _cases). Two variants
+    # span what the kernel path does: the bare Adam update, and every format on with
+    # stochastic rounding, weight decay and Q_W's update (fused vs jnp values: test_quantized_adam).
+    "adam_fused": (quantized_adam, dict(learning_rate=1e-2, implementation="pallas")),
+    "adamw_stochastic_fused": (quantized_adam, dict(
+        learning_rate=1e-2, weight_decay=1e-4, rounding="stochastic", seed=3,
+        implementation="pallas", **QUANT)),
 }
 NAMES = sorted(OPTIMIZERS)
+
+
+def _cases(dtypes):
+  """``(dtype, name)`` pairs; the fused variants in float32 only.
+
+  With bfloat16 / float16 params they run the jnp chain (the kernel covers float32; see
+  test_quantized_adam.py's fallback test), i.e. the very program of their unfused twin.
+  """
+  return [pytest.param(d, n, id=f"{jnp.dtype(d).name}-{n}") for d in dtypes for n in NAMES
+          if d == jnp.float32 or not n.endswith("_fused")]
 
 
 def _make(name, **overrides):
@@ -98,8 +116,7 @@ def test_inject_hyperparams_matches(name):
                si.inner_state, s)
 
 
-@pytest.mark.parametrize("name", NAMES)
-@pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float32])
+@pytest.mark.parametrize("dtype, name", _cases([jnp.bfloat16, jnp.float32]))
 def test_preserve_dtype_and_multisteps(name, dtype):
   opt = _make(name)
   params = {"m": jnp.array([[1.0, 2.0], [3.0, 4.0]], dtype), "v": jnp.array([1.0, 2.0], dtype)}
@@ -115,8 +132,7 @@ def test_preserve_dtype_and_multisteps(name, dtype):
     np.testing.assert_array_equal(u, jnp.zeros_like(u))
 
 
-@pytest.mark.parametrize("name", NAMES)
-@pytest.mark.parametrize("dtype", [jnp.float16, jnp.bfloat16, jnp.float32])
+@pytest.mark.parametrize("dtype, name", _cases([jnp.float16, jnp.bfloat16, jnp.float32]))
 def test_state_shape_dtype_stability(name, dtype):
   opt = _make(name)
   params, _, loss = _mixed_problem(dtype)
