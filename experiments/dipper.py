@@ -50,8 +50,10 @@ ARMS = {"flat": ("flat", None), "hier": ("hier", None), "dipper_no_v": ("dipper"
 TASKS = {"maze": (envs.PointMaze, 15), "push": (envs.PointPush, 7)}  # env, subgoal period c
 
 CONFIGS = {
+    # smoke: one hidden layer, the smallest network that runs every code path (compiling
+    # the training is most of a smoke run's time; a second layer adds about a fifth)
     "smoke": dict(seeds=2, iterations=2, iters_per_chunk=1, num_envs=4, low_updates=4,
-                  high_updates=2, hidden=(16, 16), batch=32, pairs=8, m=2, eval_envs=4,
+                  high_updates=2, hidden=(16,), batch=32, pairs=8, m=2, eval_envs=4,
                   buffer=16, lams=(0.0, 10.0), lam=1.0, tasks=tuple(TASKS)),
     # quick: the main arms on push only (where the paper's claims are; the maze's main arms
     # are in the full run) and the lambda sweep on the maze: six compiled runs
