@@ -50,8 +50,10 @@ ARMS = {"flat": ("flat", None), "hier": ("hier", None), "dipper_no_v": ("dipper"
 TASKS = {"maze": (envs.PointMaze, 15), "push": (envs.PointPush, 7)}  # env, subgoal period c
 
 CONFIGS = {
+    # smoke: one hidden layer, the smallest network that runs every code path (compiling
+    # the training is most of a smoke run's time; a second layer adds about a fifth)
     "smoke": dict(seeds=2, iterations=2, iters_per_chunk=1, num_envs=4, low_updates=4,
-                  high_updates=2, hidden=(16, 16), batch=32, pairs=8, m=2, eval_envs=4,
+                  high_updates=2, hidden=(16,), batch=32, pairs=8, m=2, eval_envs=4,
                   buffer=16, lams=(0.0, 10.0), lam=1.0, tasks=tuple(TASKS)),
     # quick: the main arms on push only (where the paper's claims are; the maze's main arms
     # are in the full run) and the lambda sweep on the maze: six compiled runs
@@ -283,24 +285,35 @@ def _diagnose_one(cfg: dict, lam: float, episodes: int) -> dict:
   state, history = train(jax.random.split(jax.random.key(0), cfg["seeds"]))
   last = max(1, len(history["env_steps"]) // 5)
   example_obs = jnp.zeros(env.observation_space(params).shape)
-  fresh = jax.vmap(lambda k: DipperHigh.create(k, example_obs, jnp.zeros(2), 2, config.dipper))(
-      jax.random.split(jax.random.key(1), cfg["seeds"]))
+  # created in one compiled program (op by op, each operation would compile on its own;
+  # the parameters are the same bits either way)
+  fresh = jax.jit(jax.vmap(
+      lambda k: DipperHigh.create(k, example_obs, jnp.zeros(2), 2, config.dipper)))(
+          jax.random.split(jax.random.key(1), cfg["seeds"]))
   ep_keys = jax.random.split(jax.random.key(2), episodes)
 
-  @functools.partial(jax.jit, static_argnums=(2, 3))  # one compile per (mode, low_det)
-  @functools.partial(jax.vmap, in_axes=(0, 0, None, None))  # over seeds
   def evaluate(low, high, mode: str, low_det: bool):
     return jax.vmap(lambda k: train.rollout(k, low, high, mode, low_det))(ep_keys)
 
-  grid, mean_ep = {}, None
-  for mode in DIAG_HIGH:
-    for low_det in (True, False):
-      high, run_mode = (fresh, "sample") if mode == "untrained" else (state.high, mode)
-      ep, m = evaluate(state.low, high, run_mode, low_det)
-      grid[f"high {mode}, low {'det' if low_det else 'stoch'}"] = {
-          k: np.asarray(v).mean(1).tolist() for k, v in m.items()}
-      if mode == "mean" and low_det:
-        mean_ep = ep
+  # The whole grid is one compiled program (its rollouts are independent, each the same
+  # computation as in a program of its own): per cell its metrics per seed and episode,
+  # and the episodes of the mean subgoals with a deterministic low level.
+  @jax.jit
+  @functools.partial(jax.vmap, in_axes=(0, 0, 0))  # over seeds
+  def evaluate_grid(low, high, fresh):
+    metrics, mean_ep = {}, None
+    for mode in DIAG_HIGH:
+      run_high, run_mode = (fresh, "sample") if mode == "untrained" else (high, mode)
+      for low_det in (True, False):
+        ep, metrics[mode, low_det] = evaluate(low, run_high, run_mode, low_det)
+        if mode == "mean" and low_det:
+          mean_ep = ep
+    return metrics, mean_ep
+
+  cells, mean_ep = evaluate_grid(state.low, state.high, fresh)
+  grid = {f"high {mode}, low {'det' if low_det else 'stoch'}": {
+      k: np.asarray(v).mean(1).tolist() for k, v in cells[mode, low_det].items()}
+      for mode in DIAG_HIGH for low_det in (True, False)}
 
   def policy_stats(high, ep, key):
     obs = ep["obs"][:, ::c][:, :num_windows]  # (episodes, H, obs_dim) window starts

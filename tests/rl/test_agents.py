@@ -12,7 +12,7 @@ from jaxlab import envs
 from jaxlab.rl.agents import FACAgent, FACConfig, FQLAgent, FQLConfig, common, unregularized
 from jaxlab.rl.train import TrainConfig, make_train
 
-SMALL = dict(hidden_dims=(16, 16), batch_size=32)
+SMALL = dict(hidden_dims=(16,), batch_size=32)  # one layer: every code path, less to compile
 
 
 @pytest.fixture(scope="module")
@@ -141,7 +141,7 @@ def test_resume_refuses_a_checkpoint_of_another_run(dataset, tmp_path):
   keys = jax.random.split(jax.random.key(7), 2)
   _trainer(dataset)(keys, checkpoint_dir=str(tmp_path), stop_after=1)
   with pytest.raises(ValueError, match=r"run\.config\.hidden_dims\[0\] is 16 there, 8 now"):
-    _trainer(dataset, hidden_dims=(8, 8))(keys, checkpoint_dir=str(tmp_path))
+    _trainer(dataset, hidden_dims=(8,))(keys, checkpoint_dir=str(tmp_path))
   with pytest.raises(ValueError, match=r"run\.train_config\.eval_every is 3 there, 4 now"):
     _trainer(dataset, eval_every=4)(keys, checkpoint_dir=str(tmp_path))
   with pytest.raises(ValueError, match=r"run\.keys"):

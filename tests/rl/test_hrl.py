@@ -57,7 +57,8 @@ def test_tanh_gaussian_density_matches_change_of_variables():
 def test_sac_update_jits_and_vmaps():
   obs, goal, act = jnp.zeros((1, 5)), jnp.zeros((1, 2)), jnp.zeros((1, 2))
   cfg = SACConfig(hidden_dims=(16,), batch_size=8)
-  agents = jax.vmap(lambda k: SACAgent.create(k, obs, goal, act, cfg))(
+  # creation and value jitted too: op by op, each of their operations would compile alone
+  agents = jax.jit(jax.vmap(lambda k: SACAgent.create(k, obs, goal, act, cfg)))(
       jax.random.split(jax.random.key(0), 2))
   rng = np.random.default_rng(0)
   batch = {"observations": rng.normal(size=(8, 5)), "goals": rng.normal(size=(8, 2)),
@@ -66,7 +67,8 @@ def test_sac_update_jits_and_vmaps():
   batch = {k: jnp.asarray(v, jnp.float32) for k, v in batch.items()}
   new, info = jax.jit(jax.vmap(lambda a: a.update(batch)))(agents)
   assert all(np.all(np.isfinite(v)) for v in info.values())
-  v = jax.vmap(lambda a: a.value(batch["observations"], batch["goals"], jax.random.key(1)))(new)
+  v = jax.jit(jax.vmap(lambda a: a.value(batch["observations"], batch["goals"],
+                                          jax.random.key(1))))(new)
   assert v.shape == (2, 8)
   with pytest.raises(TypeError, match="SACConfig"):
     SACAgent.create(0, obs, goal, act, dipper.DipperConfig())
@@ -80,11 +82,34 @@ def _tiny(agent):
                        dipper=dipper.DipperConfig(hidden_dims=(16,), batch_size=4, m=1))
 
 
-def test_dipper_loop_runs_and_resumes_exactly(tmp_path):
-  env = envs.PointPush()
-  train = hrl.make_train(env, env.default_params, _tiny("dipper"))
+class _Run(NamedTuple):
+  env: envs.PointMaze
+  config: hrl.HRLConfig
+  train: object  # hrl.make_train's train (with .rollout)
+  keys: jax.Array
+  state: hrl.HRLState
+  history: dict
+
+
+@pytest.fixture(scope="module")
+def maze_dipper() -> _Run:
+  """One tiny DIPPER run on PointMaze (two seeds, three iterations, uninterrupted).
+
+  Compiling a training chunk is most of what these tests cost, so the tests that need a
+  trained DIPPER share this run (and its compiled ``train``): the loop-and-resume test,
+  the eval_high test (its "mean" side) and the rollout-modes test.
+  """
+  env = envs.PointMaze()
+  config = _tiny("dipper")
+  train = hrl.make_train(env, env.default_params, config)
   keys = jax.random.split(jax.random.key(3), 2)
   state, history = train(keys)
+  return _Run(env, config, train, keys, state, history)
+
+
+def test_dipper_loop_runs_and_resumes_exactly(maze_dipper, tmp_path):
+  train, keys, state, history = (maze_dipper.train, maze_dipper.keys, maze_dipper.state,
+                                 maze_dipper.history)
   assert history["env_steps"][:, 0].tolist() == [36, 72, 108]
   assert history["eval/success"].shape == (3, 2)
   for key in ("eval/subgoal_distance", "eval/lower_q", "eval/subgoal_step", "high/dpo_loss"):
@@ -93,48 +118,49 @@ def test_dipper_loop_runs_and_resumes_exactly(tmp_path):
   train(keys, checkpoint_dir=str(tmp_path), stop_after=1)
   resumed, history2 = train(keys, checkpoint_dir=str(tmp_path))
   chex.assert_trees_all_equal(resumed, state)
-  np.testing.assert_array_equal(history2["eval/success"], history["eval/success"])
+  for k in history:
+    np.testing.assert_array_equal(history2[k], history[k])
   # A checkpoint of another run is refused, naming the field (it was resumed silently).
   with pytest.raises(ValueError, match=r"run\.keys"):
     train(jax.random.split(jax.random.key(4), 2), checkpoint_dir=str(tmp_path))
+  env = maze_dipper.env
   other = hrl.make_train(env, env.default_params,
-                         dataclasses.replace(_tiny("dipper"), iterations=4))
+                         dataclasses.replace(maze_dipper.config, iterations=4))
   with pytest.raises(ValueError, match=r"run\.config\.iterations is 3 there, 4 now"):
     other(keys, checkpoint_dir=str(tmp_path))
 
 
-def test_eval_high_sample_changes_only_the_evaluation():
+def test_eval_high_sample_changes_only_the_evaluation(maze_dipper):
   # eval_high="sample" evaluates the stochastic high level: the same training (same keys,
   # same losses and training episodes), different evaluation subgoals
-  env = envs.PointMaze()
-  keys = jax.random.split(jax.random.key(5), 1)
-  cfg = dataclasses.replace(_tiny("dipper"), iterations=2, eval_envs=4)
-  _, mean = hrl.make_train(env, env.default_params, cfg)(keys)
+  env, mean = maze_dipper.env, maze_dipper.history
   _, samp = hrl.make_train(env, env.default_params,
-                           dataclasses.replace(cfg, eval_high="sample"))(keys)
+                           dataclasses.replace(maze_dipper.config, eval_high="sample"))(
+                               maze_dipper.keys)
   for k in ("train/success", "high/dpo_loss", "low/critic_loss"):
     np.testing.assert_array_equal(samp[k], mean[k])
   assert not np.allclose(samp["eval/subgoal_step"], mean["eval/subgoal_step"])
 
 
-def test_rollout_high_modes():
+def test_rollout_high_modes(maze_dipper):
   # one trained-from-scratch seed: "mean" subgoals are tanh of the policy mean, "sample"
   # and "uniform" differ from it; the low level's determinism is its own switch
-  env = envs.PointMaze()
-  cfg = _tiny("dipper")
-  train = hrl.make_train(env, env.default_params, cfg)
-  state, _ = train(jax.random.split(jax.random.key(6), 1))
-  low, high = jax.tree.map(lambda x: x[0], (state.low, state.high))
-  run = jax.jit(train.rollout, static_argnums=(3, 4))
+  cfg, train = maze_dipper.config, maze_dipper.train
+  low, high = jax.tree.map(lambda x: x[0], (maze_dipper.state.low, maze_dipper.state.high))
   key = jax.random.key(7)
-  ep = {m: run(key, low, high, m, True)[0] for m in hrl.HIGH_MODES}
+
+  @jax.jit  # every mode in one compiled program; each mode is still static in its rollout
+  def episodes(key, low, high):
+    ep = {m: train.rollout(key, low, high, m, True)[0] for m in hrl.HIGH_MODES}
+    return ep, train.rollout(key, low, high, "mean", False)[0]
+
+  ep, stoch = episodes(key, low, high)
   obs = ep["mean"]["obs"][:: cfg.subgoal_period][: cfg.num_windows]
   goal = jnp.broadcast_to(ep["mean"]["desired"], obs.shape[:1] + ep["mean"]["desired"].shape)
   np.testing.assert_allclose(ep["mean"]["high_act"],
                              high.sample_actions(obs, goal, key, True), atol=1e-6)
   for m in ("sample", "uniform"):
     assert not np.allclose(ep[m]["high_act"], ep["mean"]["high_act"])
-  stoch = run(key, low, high, "mean", False)[0]
   assert not np.allclose(stoch["act"], ep["mean"]["act"])
   with pytest.raises(ValueError, match="high_mode"):
     train.rollout(key, low, high, "mode", True)
