@@ -586,13 +586,15 @@ def check_push_relabel_invariants(state: MatchState) -> None:
   request_of = np.asarray(state.request_of)
   level = np.asarray(pr.level)[:k]
   y_r, y_s = np.asarray(pr.y_r), np.asarray(pr.y_s)
-  dist = jax.vmap(lambda i: distance_row(state, state.requests[i]))(jnp.arange(k))
+  # Every stored row (a fixed shape per state, so the costs compile once, not once per
+  # count), of which the first k are used.
+  dist = jax.vmap(lambda i: distance_row(state, state.requests[i]))(jnp.arange(cfg.capacity))
   # The algorithm's jitted distances may differ from these by an ulp (fused
   # multiply-adds), which can move a ceil by one where a scaled cost sits on an
   # integer: bracket each cost by its values at dist * (1 -+ 1e-6).
   costs = jax.vmap(lambda row: scaled_costs(cfg, row, pr.omega))
-  d_lo = np.asarray(costs(dist * (1 - 1e-6)))  # (k, L, n)
-  d_hi = np.asarray(costs(dist * (1 + 1e-6)))
+  d_lo = np.asarray(costs(dist * (1 - 1e-6)))[:k]  # (k, L, n)
+  d_hi = np.asarray(costs(dist * (1 + 1e-6)))[:k]
   holder_level = np.where(request_of >= 0, np.asarray(pr.level)[np.maximum(request_of, 0)], _BIG)
   for r in range(k):
     s, l = server_of[r], int(level[r])
