@@ -473,22 +473,31 @@ def quantized_adam_step_pallas(
     ...     rounding="stochastic", key=jax.random.key(t), interpret=True)
   """
   fmts = _check_args(p, g, m, v, step, lr, b1, b2, eps, weight_decay, formats, rounding, key)
+  words = _stream_words(as_key(key)) if rounding == "stochastic" else None
+  return _launch(p, g, m, v, step, (lr, b1, b2, eps, weight_decay), fmts, words,
+                 rounding=rounding, block_size=block_size, interpret=interpret)
+
+
+def _launch(p, g, m, v, step, hyper, fmts, words, *, rounding, block_size, interpret,
+            **kernel_options):
+  """Checks the launch options and runs :func:`_pallas_step` (nothing for empty buffers).
+
+  ``hyper`` is ``(lr, b1, b2, eps, weight_decay)``.
+  """
   if block_size is not None:
     _check_block_size(block_size)
   if not isinstance(interpret, bool):
     raise TypeError(f"interpret must be a bool, got {interpret!r}")
   if p.shape[0] == 0:
     return p, m, v
-
+  lr, b1, b2, eps, weight_decay = hyper
   # (1 - b1) and -lr are formed here, before jit makes Python numbers float32,
   # so they round exactly as the reference's (and optax's) Python arithmetic.
-  hyper = (-lr, b1, 1 - b1, b2, 1 - b2, eps, weight_decay)
   return _pallas_step(
-      p, g, m, v, jnp.asarray(step, jnp.int32), hyper,
-      tuple(_format_fields(f) for f in fmts),
-      _stream_words(as_key(key)) if rounding == "stochastic" else None,
+      p, g, m, v, jnp.asarray(step, jnp.int32), (-lr, b1, 1 - b1, b2, 1 - b2, eps, weight_decay),
+      tuple(_format_fields(f) for f in fmts), words,
       rounding=rounding, block_size=None if block_size is None else int(block_size),
-      interpret=interpret)
+      interpret=interpret, **kernel_options)
 
 
 def quantized_adam_update_pallas(
@@ -550,20 +559,12 @@ def quantized_adam_update_pallas(
     if (getattr(stream_words, "shape", None) != (len(_FORMAT_FIELDS), 2)
         or getattr(stream_words, "dtype", None) != jnp.uint32):
       raise TypeError(f"stream_words must be a uint32 array of shape (4, 2), got {stream_words!r}")
-  if block_size is not None:
-    _check_block_size(block_size)
-  if not isinstance(interpret, bool):
-    raise TypeError(f"interpret must be a bool, got {interpret!r}")
-  output = "update" if fmts.weights is None else "quantized_update"
-  if p.shape[0] == 0:
-    return p, m, v
-  hyper = (-lr, b1, 1 - b1, b2, 1 - b2, eps, 0.0 if weight_decay is None else weight_decay)
-  return _pallas_step(
-      p, g, m, v, jnp.asarray(step, jnp.int32), hyper,
-      tuple(_format_fields(f) for f in fmts),
-      stream_words if rounding == "stochastic" else None,
-      rounding=rounding, block_size=None if block_size is None else int(block_size),
-      interpret=interpret, decay=weight_decay is not None, output=output)
+  return _launch(p, g, m, v, step,
+                 (lr, b1, b2, eps, 0.0 if weight_decay is None else weight_decay), fmts,
+                 stream_words if rounding == "stochastic" else None,
+                 rounding=rounding, block_size=block_size, interpret=interpret,
+                 decay=weight_decay is not None,
+                 output="update" if fmts.weights is None else "quantized_update")
 
 
 def quantized_adam_step(
