@@ -348,8 +348,8 @@ def run_cpp_section(cfg: dict) -> dict:
   """Every (n, seed) of the C++ comparison, the step model and the traces."""
   cxx = cpp.find_compiler()
   if cxx is None:
-    return {"skipped": "no C++ compiler found ($CXX, c++, g++ or clang++): the C++ column "
-                       "needs one; nothing timed"}
+    return {"skipped": "no C++ compiler found ($CXX, c++, g++ or clang++), or no source "
+                       f"{cpp.SOURCE}: the C++ column needs both; nothing timed"}
   cpp.build(cfg["cpp_opt"], cxx)  # compiled before any timing
   out = {"compiler": cpp.compiler_version(cxx), "flags": " ".join([cfg["cpp_opt"],
                                                                      *cpp.BASE_FLAGS]),

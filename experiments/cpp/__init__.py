@@ -64,7 +64,10 @@ class CppRun(NamedTuple):
 
 def find_compiler() -> str | None:
   """``$CXX`` if set (``None`` if it names no executable), else the first of ``c++``,
-  ``g++``, ``clang++`` on the ``PATH``, else ``None``."""
+  ``g++``, ``clang++`` on the ``PATH``, else ``None`` (also ``None`` when the source is
+  missing, as in an installed wheel, which does not ship it)."""
+  if not os.path.exists(SOURCE):
+    return None
   cxx = os.environ.get("CXX")
   if cxx:
     return shutil.which(shlex.split(cxx)[0])
