@@ -413,8 +413,9 @@ def print_cpp(section: dict) -> None:
 
 
 def write_cpp_csv(path: str, section: dict) -> None:
-  rows = section.get("rows", [])
-  keys = [k for k in rows[0] if not isinstance(rows[0][k], list)] if rows else []
+  """One row per instance: every scalar field of the section's rows."""
+  rows = section["rows"]
+  keys = [k for k in rows[0] if not isinstance(rows[0][k], list)]
   with open(path, "w", newline="") as f:
     w = csv.DictWriter(f, keys, extrasaction="ignore")
     w.writeheader()
@@ -492,7 +493,7 @@ def main(argv=None) -> dict:
     result["cpp"]["config"] = {k: v for k, v in cfg.items() if k != "n"}
     print_cpp(result["cpp"])
   os.makedirs(args.out, exist_ok=True)
-  if "cpp" in result:
+  if result.get("cpp", {}).get("rows"):
     write_cpp_csv(os.path.join(args.out, "cpp.csv"), result["cpp"])
   result = save_json(os.path.join(args.out, "results.json"), result, "bench_matching", argv,
                      default=lambda x: None if np.isnan(x) else x)

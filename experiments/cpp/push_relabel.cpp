@@ -149,15 +149,18 @@ class OfficialMatcher {
 
  private:
   double phi(int i) const { return std::pow(3, i) * (2 * p_.delta); }
-  double big_phi(int level) const { return std::ceil(((std::pow(3, level) - 1) / 2) * (2 * p_.delta)); }
+  double big_phi(int level) const {
+    return std::ceil(((std::pow(3, level) - 1) / 2) * (2 * p_.delta));
+  }
   double y_max(int level) const {
     return (25 / p_.eps) * std::pow(static_cast<double>(p_.n), phi(level));
   }
 
   double scaled(int level, const Point& s, const Point& r, double omega) const {
-    if (level == 0) return std::ceil(2 * s.distance(r) * static_cast<double>(p_.n) / (p_.eps * omega));
+    const double n = static_cast<double>(p_.n);
+    if (level == 0) return std::ceil(2 * s.distance(r) * n / (p_.eps * omega));
     return std::ceil(scaled(level - 1, s, r, omega) /
-                     (2 * std::pow(1 + p_.eps, 2) * std::pow(static_cast<double>(p_.n), phi(level - 1))));
+                     (2 * std::pow(1 + p_.eps, 2) * std::pow(n, phi(level - 1))));
   }
 
   bool valid(const State& st) const {
@@ -166,7 +169,8 @@ class OfficialMatcher {
     for (int level = 0; level <= top; ++level) {
       double count = 0;
       for (const Request& r : st.requests) count += r.level >= level ? 1 : 0;
-      if (count > std::pow(static_cast<double>(st.servers.size()), 1 - big_phi(level))) return false;
+      double bound = std::pow(static_cast<double>(st.servers.size()), 1 - big_phi(level));
+      if (count > bound) return false;
     }
     return true;
   }
