@@ -43,6 +43,7 @@ import gzip
 import json
 import os
 import re
+import shutil
 import tempfile
 import time
 
@@ -318,6 +319,7 @@ def trace_window(n: int, options: dict, x64: bool, budget_steps: int, top: int =
   files = glob.glob(os.path.join(folder, "**", "*perfetto_trace.json.gz"), recursive=True)
   with gzip.open(files[0]) as f:
     events = json.load(f)
+  shutil.rmtree(folder, ignore_errors=True)
   events = events["traceEvents"] if isinstance(events, dict) else events
   self_us, count = _self_times(events)
   control = sum(v for k, v in self_us.items()
