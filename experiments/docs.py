@@ -361,6 +361,56 @@ def _time(runs, alg):
   return float(np.mean([r["algorithms"][alg]["time_s"] for r in runs]))
 
 
+def _cpp_values(section: dict) -> dict[str, str]:
+  """The comparison with the official C++ push-relabel (``bench_matching --section cpp``)."""
+  rows = section["rows"]
+  cfg = section["config"]
+  trows = [[thousands(r["n"]), str(r["seed"]), secs(r["cpp_official_s"]), secs(r["cpp_flat_s"]),
+            f"{secs(r['ours_default_s'])} ({f(r['ours_default_ratio'], 3)})",
+            f(r["ours_default_s"] / r["cpp_official_s"]),
+            f"{secs(r['ours_cpp_options_s'])} ({f(r['ours_cpp_options_ratio'], 3)})",
+            f(r["ours_cpp_options_s"] / r["cpp_official_s"]),
+            "yes" if r["cpp_options_same_matching"] else "no"] for r in rows]
+  main = max((r for r in rows if r["seed"] == 0), key=lambda r: r["n"])
+  c = {k: main[f"cpp_{k}"] for k in ("placements", "pushes_free", "pushes_matched", "relabels",
+                                     "moves_up", "scans", "servers_scanned")}
+  model = section["step_model"]
+  steps_at = lambda k: ", ".join(g(1e6 * t, 2) for t in model[k]["s_per_step"])
+  trace = section.get("trace", {}).get("default", {})
+  copies = trace.get("categories", {}).get("copies")
+  return {
+      "cpp_setup": (f"n = {span(cfg['cpp_n'], thousands, ', ')}, {cfg['cpp_seeds']} seeds, "
+                    f"median of {cfg['cpp_repeats']} runs, {section['compiler'].split(')')[0]}) "
+                    f"{section['flags']}"),
+      "cpp_table": table(["n", "seed", "official C++", "C++, flat arrays",
+                          "ours (cost / OPT)", "ours / C++", "ours, C++ options (cost / OPT)",
+                          "ours, C++ options / C++", "same matching as the C++"], trows),
+      "cpp_ratio": span([r["ours_default_s"] / r["cpp_official_s"] for r in rows], f),
+      "cpp_cost": (f"{span([r['ours_default_ratio'] for r in rows], lambda x: f(x, 3))} vs "
+                   f"{span([r['cpp_ratio'] for r in rows], lambda x: f(x, 3))}"),
+      "cpp_counts": (f"{thousands(c['placements'])} placements for {thousands(main['n'])} "
+                     f"arrivals ({main['cpp_restarts']} omega doublings), "
+                     f"{thousands(c['pushes_matched'])} evictions, "
+                     f"{thousands(c['relabels'])} relabels, {thousands(c['pushes_free'])} "
+                     f"pushes to a free server and {thousands(c['moves_up'])} level moves"),
+      "cpp_scanned": f"{100 * c['servers_scanned'] / c['scans'] / main['n']:.0f}%",
+      "cpp_last10": f"{100 * main['cpp_last_10pct_share']:.0f}%",
+      "cpp_per_step": (f"n = {', '.join(thousands(m) for m in model['ours_default']['n'])}: "
+                       f"ours {steps_at('ours_default')}; ours with the C++ options "
+                       f"{steps_at('ours_cpp_options')}; the official C++ "
+                       f"{steps_at('cpp_official')}; the C++ on flat arrays "
+                       f"{steps_at('cpp_flat')}"),
+      "cpp_host": f"{100 * main['ours_default_host_s'] / main['ours_default_s']:.1f}%",
+      "cpp_ops": (f"{f(trace['ops_per_step'], 0)} compiled ops per step, "
+                  f"{f(copies['per_step'], 0)} of them copies writing "
+                  f"{g(copies['bytes_per_step'] / main['n'], 3)} bytes per server"
+                  if copies else "no trace recorded"),
+      "cpp_tables": (", ".join(f"{k:.1f} of {shape}" for shape, k in
+                               trace["copies_per_step_by_shape"].items()
+                               if "x" in shape and k >= 0.5) or "none") if copies else "n/a",
+  }
+
+
 @register("matching_incremental")
 def matching_incremental() -> dict[str, str]:
   quick, full = load("matching_incremental", "quick"), load("matching_incremental", "full")
@@ -441,6 +491,7 @@ def matching_incremental() -> dict[str, str]:
                          lambda x: f(x, 2)),
       "exact_speedup": span(speed.values(), lambda x: g(x, 2)),
       "exact_speedup_10k": g(speed[("uniform", 10000)], 2),
+      **_cpp_values(load("matching_incremental", "bench_cpp")["cpp"]),
   }
 
 
