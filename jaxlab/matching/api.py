@@ -119,24 +119,25 @@ def init(
   config = MatchConfig(algorithm, metric, int(capacity), int(n), int(dim), **options)
   extra = None
   if algorithm == "push_relabel":
-    extra = init_extra(config)  # validates the options (and 64-bit JAX for "float64")
+    extra = init_extra(config, np)  # validates the options (and 64-bit JAX for "float64")
   dtype = cost_dtype(config)  # float32 unless push_relabel's cost_dtype="float64"
   if metric == "precomputed":
-    requests = jnp.zeros((capacity,), jnp.int32)
+    requests = np.zeros((capacity,), np.int32)
   else:
-    requests = jnp.zeros((capacity, dim), dtype)
-  return MatchState(
-      servers=jnp.asarray(servers, dtype),
+    requests = np.zeros((capacity, dim), dtype)
+  # Host arrays put on the device: no fill program is compiled per shape.
+  return jax.device_put(MatchState(
+      servers=np.asarray(servers, dtype),
       requests=requests,
-      count=jnp.zeros((), jnp.int32),
-      server_of=jnp.full((capacity,), -1, jnp.int32),
-      request_of=jnp.full((n,), -1, jnp.int32),
-      u=jnp.zeros((capacity,), jnp.float32),
-      v=jnp.zeros((n,), jnp.float32),
+      count=np.zeros((), np.int32),
+      server_of=np.full((capacity,), -1, np.int32),
+      request_of=np.full((n,), -1, np.int32),
+      u=np.zeros((capacity,), np.float32),
+      v=np.zeros((n,), np.float32),
       extra=extra,
-      rejected=jnp.zeros((), bool),
+      rejected=np.zeros((), bool),
       config=config,
-  )
+  ))
 
 
 def max_distance_allowed(num_servers: int) -> float:
@@ -341,7 +342,7 @@ def check_invariants(state: MatchState, atol: float = 1e-3) -> None:
   held = np.nonzero(request_of >= 0)[0]
   if len(held) != k or np.any(request_of[matched] != np.arange(k)):
     raise AssertionError("request_of is not the inverse of server_of")
-  if not np.isfinite(float(matched_cost(state))):
+  if not np.isfinite(float(_cost(state))):
     raise AssertionError("the matching's cost is not finite")
   if state.config.algorithm == "exact" and k:
     if not (np.all(np.isfinite(np.asarray(state.u))) and np.all(np.isfinite(np.asarray(state.v)))):

@@ -173,7 +173,12 @@ def cost_dtype(cfg: MatchConfig) -> jnp.dtype:
   return jnp.float32
 
 
-def init_extra(cfg: MatchConfig) -> PushRelabelState:
+def init_extra(cfg: MatchConfig, xp=jnp) -> PushRelabelState:
+  """The initial push-relabel state (validates the options).
+
+  ``xp``: ``jnp`` inside a trace (the omega doubling), ``np`` for :func:`api.init`, which
+  puts host arrays on the device instead of compiling a fill program per shape.
+  """
   if not (0 < cfg.delta < 1):
     raise ValueError(f"delta must be in (0, 1), got {cfg.delta}")
   if not (0 < cfg.eps <= 1):
@@ -189,16 +194,16 @@ def init_extra(cfg: MatchConfig) -> PushRelabelState:
       raise ValueError(f"{name} must be one of {accepted}, got {value!r}")
   big_l = num_levels(cfg)
   return PushRelabelState(
-      y_r=jnp.zeros((big_l, cfg.capacity), jnp.int32),
-      y_s=jnp.zeros((big_l, cfg.num_servers), jnp.int32),
-      level=jnp.zeros((cfg.capacity,), jnp.int32),
-      omega=jnp.ones((), cost_dtype(cfg)),
-      restarts=jnp.int32(0),
-      steps=jnp.int32(0),
-      rounds=jnp.int32(0),
-      fallbacks=jnp.int32(0),
-      tail_servers=jnp.zeros((cfg.num_servers,), bool),
-      overflowed=jnp.zeros((), bool),
+      y_r=xp.zeros((big_l, cfg.capacity), jnp.int32),
+      y_s=xp.zeros((big_l, cfg.num_servers), jnp.int32),
+      level=xp.zeros((cfg.capacity,), jnp.int32),
+      omega=xp.ones((), cost_dtype(cfg)),
+      restarts=xp.zeros((), jnp.int32),
+      steps=xp.zeros((), jnp.int32),
+      rounds=xp.zeros((), jnp.int32),
+      fallbacks=xp.zeros((), jnp.int32),
+      tail_servers=xp.zeros((cfg.num_servers,), bool),
+      overflowed=xp.zeros((), bool),
   )
 
 
@@ -604,6 +609,21 @@ def _sequential_batch(state: MatchState, rows: jax.Array, count: jax.Array) -> M
   return state.replace(extra=pr._replace(fallbacks=pr.fallbacks + rows.shape[0]))
 
 
+@jax.jit
+def _bracketed_costs(state: MatchState) -> tuple[jax.Array, jax.Array]:
+  """``(capacity, L, n)`` scaled costs of every stored row at ``dist * (1 -+ 1e-6)``.
+
+  Every stored row (a fixed shape per state, so this compiles once per configuration,
+  not once per count), of which the first ``count`` are used. The algorithm's distances
+  may differ from these by an ulp (fused multiply-adds), which can move a ceil by one
+  where a scaled cost sits on an integer: the bracket covers that.
+  """
+  cfg = state.config
+  dist = jax.vmap(lambda i: distance_row(state, state.requests[i]))(jnp.arange(cfg.capacity))
+  costs = jax.vmap(lambda row: scaled_costs(cfg, row, state.extra.omega))
+  return costs(dist * (1 - 1e-6)), costs(dist * (1 + 1e-6))
+
+
 def check_push_relabel_invariants(state: MatchState) -> None:
   """1-feasibility and tightness of the per-level duals (raises AssertionError)."""
   cfg = state.config
@@ -616,15 +636,7 @@ def check_push_relabel_invariants(state: MatchState) -> None:
   request_of = np.asarray(state.request_of)
   level = np.asarray(pr.level)[:k]
   y_r, y_s = np.asarray(pr.y_r), np.asarray(pr.y_s)
-  # Every stored row (a fixed shape per state, so the costs compile once, not once per
-  # count), of which the first k are used.
-  dist = jax.vmap(lambda i: distance_row(state, state.requests[i]))(jnp.arange(cfg.capacity))
-  # The algorithm's jitted distances may differ from these by an ulp (fused
-  # multiply-adds), which can move a ceil by one where a scaled cost sits on an
-  # integer: bracket each cost by its values at dist * (1 -+ 1e-6).
-  costs = jax.vmap(lambda row: scaled_costs(cfg, row, pr.omega))
-  d_lo = np.asarray(costs(dist * (1 - 1e-6)))[:k]  # (k, L, n)
-  d_hi = np.asarray(costs(dist * (1 + 1e-6)))[:k]
+  d_lo, d_hi = (np.asarray(d)[:k] for d in _bracketed_costs(state))  # (k, L, n)
   holder_level = np.where(request_of >= 0, np.asarray(pr.level)[np.maximum(request_of, 0)], _BIG)
   for r in range(k):
     s, l = server_of[r], int(level[r])
