@@ -18,17 +18,23 @@ from kernels_pallas.matching import round_proposals_pallas, round_proposals_refe
 
 
 def _round_inputs(seed, g, n):
+  """Random inputs of a round, made in NumPy (eager jnp ops would each compile per shape)."""
   rng = np.random.default_rng(seed)
-  dist = jnp.asarray(rng.random((g, n)), jnp.float32)
-  scale0 = jnp.float32(2 * n / 0.2 / 8)
-  y_s = jnp.asarray(-rng.integers(0, 3, n), jnp.int32)
-  base = jnp.ceil(dist * scale0).astype(jnp.int32)
+  dist = rng.random((g, n)).astype(np.float32)
+  scale0 = np.float32(2 * n / 0.2 / 8)
+  y_s = (-rng.integers(0, 3, n)).astype(np.int32)
+  base = np.ceil(dist * scale0).astype(np.int32)
   # Duals near the 1-feasibility boundary, so some edges are admissible (slack -1).
-  y_r = jnp.asarray(jnp.min(base - y_s[None], axis=1) + 1 - rng.integers(0, 2, g), jnp.int32)
-  eligible = jnp.asarray(rng.random(n) < 0.8)
-  valid = jnp.asarray(rng.random(g) < 0.9)
-  ids = jnp.arange(g, dtype=jnp.int32) + 7
-  return dist, y_r, y_s, eligible, valid, ids, scale0
+  y_r = (np.min(base - y_s[None], axis=1) + 1 - rng.integers(0, 2, g)).astype(np.int32)
+  eligible = rng.random(n) < 0.8
+  valid = rng.random(g) < 0.9
+  ids = np.arange(g, dtype=np.int32) + 7
+  return (*(jnp.asarray(x) for x in (dist, y_r, y_s, eligible, valid, ids)),
+          jnp.float32(scale0))
+
+
+# The reference jitted (one program per shape; divisors static), as the rounds run it.
+_reference = jax.jit(round_proposals_reference, static_argnums=9)
 
 
 @pytest.mark.parametrize("level", [0, 1, 3])
@@ -37,8 +43,7 @@ def test_kernel_matches_reference(level, g, n, block_cols):
   dist, y_r, y_s, el, va, ids, scale0 = _round_inputs(level + n, g, n)
   words = (jnp.uint32(12345), jnp.uint32(4000000000))
   divs = (2.9, 3.0, 3.4)
-  ref = round_proposals_reference(dist, y_r, y_s, el, va, ids, jnp.int32(level), scale0, words,
-                                  divs)
+  ref = _reference(dist, y_r, y_s, el, va, ids, jnp.int32(level), scale0, words, divs)
   ker = round_proposals_pallas(dist, y_r, y_s, el, va, ids, jnp.int32(level), scale0, words,
                                divs, block_cols=block_cols, interpret=True)
   np.testing.assert_array_equal(ref[0], ker[0])
@@ -53,14 +58,13 @@ def test_reference_by_hand():
   dist = jnp.array([[0.1, 0.2, 0.3]], jnp.float32)
   y_s = jnp.zeros(3, jnp.int32)
   y_r = jnp.array([2], jnp.int32)  # slack = d - 2 = -1, 0, 1: only server 0 admissible
-  out = round_proposals_reference(dist, y_r, y_s, jnp.ones(3, bool), jnp.ones(1, bool),
-                                  jnp.zeros(1, jnp.int32), jnp.int32(0), jnp.float32(10.0),
-                                  (jnp.uint32(1), jnp.uint32(2)), (3.0,))
+  out = _reference(dist, y_r, y_s, jnp.ones(3, bool), jnp.ones(1, bool), jnp.zeros(1, jnp.int32),
+                   jnp.int32(0), jnp.float32(10.0), (jnp.uint32(1), jnp.uint32(2)), (3.0,))
   assert int(out[0][0]) == 0 and int(out[1][0]) == -1
   # Server 0 not eligible: no admissible edge, min slack over the others is 0.
-  out = round_proposals_reference(dist, y_r, y_s, jnp.array([False, True, True]),
-                                  jnp.ones(1, bool), jnp.zeros(1, jnp.int32), jnp.int32(0),
-                                  jnp.float32(10.0), (jnp.uint32(1), jnp.uint32(2)), (3.0,))
+  out = _reference(dist, y_r, y_s, jnp.array([False, True, True]), jnp.ones(1, bool),
+                   jnp.zeros(1, jnp.int32), jnp.int32(0), jnp.float32(10.0),
+                   (jnp.uint32(1), jnp.uint32(2)), (3.0,))
   assert int(out[0][0]) == -1 and int(out[1][0]) == 0
 
 
