@@ -16,10 +16,15 @@ def _instance(seed, n, dim=2):
   return rng.random((n, dim)).astype(np.float32), rng.random((n, dim)).astype(np.float32)
 
 
+# One instance size for the tests that insert into 2-D states: their programs (a state's
+# configuration and shapes fix them) compile once per algorithm and metric, not per test.
+N = 16
+
+
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("metric", ["euclidean", "l1"])
 def test_exact_is_optimal_after_every_insertion(seed, metric):
-  servers, requests = _instance(seed, 16)  # one size: the insert compiles once per metric
+  servers, requests = _instance(seed, N)
   state = M.init(servers, algorithm="exact", metric=metric)
   for i, r in enumerate(requests):
     state = M.insert(state, r)
@@ -46,11 +51,11 @@ def test_exact_on_non_metric_precomputed_costs_with_fewer_requests():
 
 
 def test_precomputed_and_coordinates_agree():
-  servers, requests = _instance(7, 20)
+  servers, requests = _instance(7, N)
   d = M.cost_matrix(np.concatenate([requests, servers]), servers, "euclidean")
   a = M.init(servers, algorithm="exact")
   b = M.init(d, algorithm="exact", metric="precomputed")
-  for i in range(20):
+  for i in range(N):
     a = M.insert(a, requests[i])
     b = M.insert(b, i)
   np.testing.assert_allclose(float(M.cost(a)), float(M.cost(b)), rtol=1e-5)
@@ -58,12 +63,12 @@ def test_precomputed_and_coordinates_agree():
 
 @pytest.mark.parametrize("algorithm", ["exact", "greedy"])
 def test_batch_equals_one_by_one(algorithm):
-  servers, requests = _instance(11, 25)
+  servers, requests = _instance(11, N)
   one = M.init(servers, algorithm=algorithm)
   for r in requests:
     one = M.insert(one, r)
-  batch = M.insert_batch(M.insert_batch(M.init(servers, algorithm=algorithm), requests[:10]),
-                         requests[10:])
+  batch = M.insert_batch(M.insert_batch(M.init(servers, algorithm=algorithm), requests[:N // 2]),
+                         requests[N // 2:])
   M.check_invariants(batch)
   np.testing.assert_array_equal(M.assignment(one), M.assignment(batch))
 
@@ -76,14 +81,16 @@ def test_greedy_takes_nearest_free_server_and_is_valid():
   np.testing.assert_array_equal(M.assignment(state), [1, 0])
   np.testing.assert_allclose(float(M.cost(state)), 0.1 + 1.1, rtol=1e-6)
   for seed in range(3):
-    servers, requests = _instance(seed, 30)
-    state = M.insert_batch(M.init(servers, algorithm="greedy"), requests)
+    servers, requests = _instance(seed, N)
+    state = M.init(servers, algorithm="greedy")
+    for half in (requests[:N // 2], requests[N // 2:]):
+      state = M.insert_batch(state, half)
     M.check_invariants(state)
     assert float(M.cost(state)) >= M.optimal_cost(requests, servers) - 1e-4
 
 
 def test_insert_compiles_once():
-  servers, requests = _instance(0, 8)
+  servers, requests = _instance(0, N)
   state = M.init(servers, algorithm="exact")
   state = M.insert(state, requests[0])
   from jaxlab.matching import api
