@@ -424,6 +424,17 @@ class _Round(NamedTuple):
   rounds: jax.Array  # rounds run in this batch
 
 
+class _RoundInputs(NamedTuple):
+  """The parts of a parallel round that do not depend on its gather width."""
+
+  level: jax.Array  # the lowest level holding a free request
+  here: jax.Array  # (capacity,) bool: the free requests at that level
+  eligible: jax.Array  # (n,) bool: servers free or held at a level >= it
+  scale0: jax.Array  # 2 n / (eps omega)
+  proposal_words: tuple[jax.Array, jax.Array]  # key words of the proposals' priorities
+  accept_words: tuple[jax.Array, jax.Array]  # key words of the servers' acceptances
+
+
 def _initial_dual(state: MatchState, row: jax.Array) -> jax.Array:
   """``y_0(r) = min(y_max(0), min_s d_0(r, s) + 1 - y_0(s))`` for a new request."""
   cfg, pr = state.config, state.extra
@@ -459,23 +470,29 @@ def _parallel_rounds(state: MatchState, count: jax.Array, width: int) -> MatchSt
     l = jnp.min(jnp.where(free, c.pr.level, top + 1))
     return l, free & (c.pr.level == l)
 
-  def round_at(c: _Round, width: int) -> _Round:
-    """One round, gathering the (at most ``width``) free requests of the lowest level."""
-    pr = c.pr
+  def round_inputs(c: _Round) -> _RoundInputs:
+    """What a round needs that does not depend on how many rows it gathers."""
     l, here = lowest_free(c)
-    rows = jnp.nonzero(here, size=width, fill_value=cfg.capacity)[0]
-    valid = rows < cfg.capacity
-    rows_c = jnp.minimum(rows, cfg.capacity - 1)
-    dist = jax.vmap(lambda i: distance_row(state, state.requests[i]))(rows_c)
     holder = c.request_of
-    eligible = (holder < 0) | (pr.level[jnp.maximum(holder, 0)] >= l)
+    eligible = (holder < 0) | (c.pr.level[jnp.maximum(holder, 0)] >= l)
     key = jax.random.fold_in(base_key, c.rounds)
     k_prop, k_acc = jax.random.split(key)
     words = jax.random.key_data(k_prop).reshape(-1)
-    scale0 = 2.0 * cfg.num_servers / (cfg.eps * pr.omega)
+    kw = jax.random.key_data(k_acc).reshape(-1)
+    scale0 = 2.0 * cfg.num_servers / (cfg.eps * c.pr.omega)
+    return _RoundInputs(l, here, eligible, scale0, (words[0], words[-1]), (kw[0], kw[-1]))
+
+  def round_at(c: _Round, inputs: _RoundInputs, width: int) -> _Round:
+    """One round, gathering the (at most ``width``) free requests of the lowest level."""
+    pr = c.pr
+    l = inputs.level
+    rows = jnp.nonzero(inputs.here, size=width, fill_value=cfg.capacity)[0]
+    valid = rows < cfg.capacity
+    rows_c = jnp.minimum(rows, cfg.capacity - 1)
+    dist = jax.vmap(lambda i: distance_row(state, state.requests[i]))(rows_c)
     choice, min_slack = round_proposals(
-        dist, pr.y_r[l, rows_c], pr.y_s[l], eligible, valid, rows_c, l, scale0,
-        (words[0], words[-1]), divisors)
+        dist, pr.y_r[l, rows_c], pr.y_s[l], inputs.eligible, valid, rows_c, l, inputs.scale0,
+        inputs.proposal_words, divisors)
 
     def raise_duals(c: _Round) -> _Round:
       m = jnp.min(jnp.where(valid, min_slack, _BIG))
@@ -491,8 +508,8 @@ def _parallel_rounds(state: MatchState, count: jax.Array, width: int) -> MatchSt
       # Each chosen server accepts the proposer with the largest random priority;
       # equal priorities go to the lowest position, so exactly one wins.
       proposing = choice >= 0
-      kw = jax.random.key_data(k_acc).reshape(-1)
-      prio = jnp.where(proposing, hash_bits(rows_c.astype(jnp.uint32), kw[0], kw[-1]) | 1, 0)
+      prio = jnp.where(proposing, hash_bits(rows_c.astype(jnp.uint32), *inputs.accept_words) | 1,
+                       0)
       target = jnp.where(proposing, choice, cfg.num_servers)
       top_prio = jax.ops.segment_max(prio, target, num_segments=cfg.num_servers + 1)
       position = jnp.arange(width)
@@ -516,15 +533,18 @@ def _parallel_rounds(state: MatchState, count: jax.Array, width: int) -> MatchSt
   # A round's work is (rows gathered) x n. Late in a batch few requests are free (eviction
   # chains), so a round gathers into the smallest of these widths that holds them: the
   # same round (the random choices depend on request ids, and rows keep their order), at a
-  # fraction of the work of padding to the batch width.
+  # fraction of the work of padding to the batch width. Only the gathering part is in
+  # the branches (one copy per width); the rest is computed once per round.
   widths = tuple(b for b in _ROUND_WIDTHS if b < width) + (width,)
 
   def body(c: _Round) -> _Round:
+    inputs = round_inputs(c)
     if len(widths) == 1:
-      return round_at(c, width)
-    num_free = jnp.sum(lowest_free(c)[1])
+      return round_at(c, inputs, width)
+    num_free = jnp.sum(inputs.here)
     which = sum((num_free > b).astype(jnp.int32) for b in widths[:-1])
-    return jax.lax.switch(which, [functools.partial(round_at, width=b) for b in widths], c)
+    return jax.lax.switch(which, [functools.partial(round_at, width=b) for b in widths], c,
+                          inputs)
 
   init = _Round(state.request_of, state.server_of, state.extra, jnp.int32(0))
   out = jax.lax.while_loop(lambda c: jnp.any(free_mask(c)), body, init)
@@ -626,7 +646,6 @@ def _bracketed_costs(state: MatchState) -> tuple[jax.Array, jax.Array]:
 
 def check_push_relabel_invariants(state: MatchState) -> None:
   """1-feasibility and tightness of the per-level duals (raises AssertionError)."""
-  cfg = state.config
   pr = state.extra
   k = int(state.count)
   if k == 0:
