@@ -602,8 +602,8 @@ def _rounds_batch(state: MatchState, rows: jax.Array, count: jax.Array) -> Match
   One loop over chunks of rows ``[first, min(first + width, count))`` runs both: the new
   requests are the chunk at ``first = start``, and after a failed check the chunks start
   again at row 0. One placement by rounds in the program instead of two (the first
-  insertion, then the re-insertions) compiles in half the time, with the same steps in
-  the same order.
+  insertion, then the re-insertions, nested in two more loops) compiles in well under half
+  the time, with the same steps in the same order.
   """
   width = rows.shape[0]
   state = _first_omega(state, rows[0])
