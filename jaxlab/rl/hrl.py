@@ -323,6 +323,30 @@ def make_train(env: Any, env_params: Any, config: HRLConfig):
     agent, infos = jax.lax.scan(body, agent, jax.random.split(key, num))
     return agent, jax.tree.map(jnp.mean, infos)
 
+  # DIPPER's V^L_m is the low level after m more SAC steps (keys from k_m) than its
+  # low_updates steps (keys from k_low). One scan runs all low_updates + m steps and keeps
+  # the agent after the first low_updates: one SAC update in the compiled program instead of
+  # two (the same steps, batches and keys as two scans; the info averages the first ones).
+  extra_m = config.dipper.m if config.agent == "dipper" and config.high_updates else 0
+
+  def low_level_updates(low, sampler, k_low, k_m):
+    """``(low after low_updates steps, its info, low after m more steps)``."""
+    n = config.low_updates
+    if not extra_m:
+      low, info = scan_updates(low, sampler, k_low, n)
+      return low, info, low
+
+    def body(carry, inp):
+      a, kept = carry
+      k, i = inp
+      a, info = a.update(sampler(k))
+      kept = jax.tree.map(lambda new, old: jnp.where(i == n - 1, new, old), a, kept)
+      return (a, kept), info
+
+    keys = jnp.concatenate([jax.random.split(k_low, n), jax.random.split(k_m, extra_m)])
+    (low_m, low), infos = jax.lax.scan(body, (low, low), (keys, jnp.arange(n + extra_m)))
+    return low, jax.tree.map(lambda x: jnp.mean(x[:n]), infos), low_m
+
   def iteration(s: HRLState, _) -> tuple[HRLState, dict]:
     rng, k_roll, k_low, k_high, k_m, k_eval = split(s.rng, 6)
     episodes, train_m = jax.vmap(lambda k: rollout(k, s.low, s.high, "sample", False))(
@@ -330,7 +354,7 @@ def make_train(env: Any, env_params: Any, config: HRLConfig):
     buffer = add(s.buffer, episodes)
     low_sampler = lambda k: sample_low(buffer, k, config.low.batch_size, config.her_prob,
                                        threshold)
-    low, info = scan_updates(s.low, low_sampler, k_low, config.low_updates)
+    low, info, low_m = low_level_updates(s.low, low_sampler, k_low, k_m)
     high = s.high
     if config.agent == "hier" and config.high_updates:
       high, high_info = scan_updates(
@@ -338,9 +362,6 @@ def make_train(env: Any, env_params: Any, config: HRLConfig):
                                       threshold), k_high, config.high_updates)
       info.update({k.replace("low/", "high/"): v for k, v in high_info.items()})
     elif config.agent == "dipper" and config.high_updates:
-      low_m = low
-      if config.dipper.m:
-        low_m, _ = scan_updates(low, low_sampler, k_m, config.dipper.m)
       high, high_info = scan_updates(
           high, lambda k: sample_pairs(buffer, k, low, low_m, config.dipper.batch_size,
                                        config.dipper.relabel_prob, threshold),
@@ -359,6 +380,7 @@ def make_train(env: Any, env_params: Any, config: HRLConfig):
   if config.iterations % config.iters_per_chunk:
     sizes.append(config.iterations % config.iters_per_chunk)
   compiled = {n: jax.jit(jax.vmap(lambda s, n=n: chunk(s, n))) for n in set(sizes)}
+  init_fn = jax.jit(jax.vmap(init))  # built once: every train() call reuses its compilation
   steps_per_iter = config.num_envs * horizon
 
   def train(keys: jax.Array, checkpoint_dir: str | None = None, stop_after: int | None = None):
@@ -371,7 +393,7 @@ def make_train(env: Any, env_params: Any, config: HRLConfig):
 
     fingerprint = {"env": type(env).__name__, "env_params": env_params, "config": config,
                    "chunks": sizes, "keys": keys}
-    state, history = run_chunks(jax.jit(jax.vmap(init))(keys), len(sizes), run_chunk,
+    state, history = run_chunks(init_fn(keys), len(sizes), run_chunk,
                                 checkpoint_dir=checkpoint_dir, stop_after=stop_after,
                                 desc=config.agent, fingerprint=fingerprint)
     stacked = {k: np.concatenate([h[k] for h in history]) for k in (history[0] if history else {})}
