@@ -149,12 +149,19 @@ def test_rollout_high_modes(maze_dipper):
   low, high = jax.tree.map(lambda x: x[0], (maze_dipper.state.low, maze_dipper.state.high))
   key = jax.random.key(7)
 
-  @jax.jit  # every mode in one compiled program; each mode is still static in its rollout
-  def episodes(key, low, high):
-    ep = {m: train.rollout(key, low, high, m, True)[0] for m in hrl.HIGH_MODES}
-    return ep, train.rollout(key, low, high, "mean", False)[0]
+  # the choices made at run time instead: (index into HIGH_MODES, low deterministic)
+  run_time = (jnp.array([0, 1, 2, 0], jnp.int32), jnp.array([True, True, True, False]))
 
-  ep, stoch = episodes(key, low, high)
+  @jax.jit  # every mode in one compiled program; each mode is still static in its rollout
+  def episodes(key, low, high, run_time):
+    ep = {m: train.rollout(key, low, high, m, True)[0] for m in hrl.HIGH_MODES}
+    chosen = jax.lax.map(lambda mode: train.rollout(key, low, high, *mode)[0], run_time)
+    return ep, train.rollout(key, low, high, "mean", False)[0], chosen
+
+  ep, stoch, chosen = episodes(key, low, high, run_time)
+  # one rollout choosing at run time gives exactly the static choice's episode
+  for i, want in enumerate([ep["mean"], ep["sample"], ep["uniform"], stoch]):
+    chex.assert_trees_all_equal(jax.tree.map(lambda x, i=i: x[i], chosen), want)
   obs = ep["mean"]["obs"][:: cfg.subgoal_period][: cfg.num_windows]
   goal = jnp.broadcast_to(ep["mean"]["desired"], obs.shape[:1] + ep["mean"]["desired"].shape)
   np.testing.assert_allclose(ep["mean"]["high_act"],
@@ -164,6 +171,8 @@ def test_rollout_high_modes(maze_dipper):
   assert not np.allclose(stoch["act"], ep["mean"]["act"])
   with pytest.raises(ValueError, match="high_mode"):
     train.rollout(key, low, high, "mode", True)
+  with pytest.raises(TypeError, match="high_mode"):
+    train.rollout(key, low, high, 0.5, True)
 
 
 def test_hier_trains_its_high_level_by_sac():
