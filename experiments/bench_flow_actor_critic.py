@@ -70,7 +70,10 @@ def bench(seeds: int, steps: int, hidden: tuple[int, ...], batch_size: int) -> d
     idx = rng.integers(0, n, batch_size)
     return {k: v[idx] for k, v in host.items()}
 
-  agents = [init(k).agent for k in keys]
+  # each seed's agent, sliced on the host from the jitted init's (made op by op on the
+  # device, by create or by slicing, every operation would compile on its own)
+  on_host = jax.device_get(carry.agent)
+  agents = [jax.device_put(jax.tree.map(lambda x, i=i: x[i], on_host)) for i in range(seeds)]
   jax.block_until_ready(update(agents[0], host_batch()))  # compile
   start = time.perf_counter()
   for agent in agents:

@@ -291,29 +291,31 @@ def _diagnose_one(cfg: dict, lam: float, episodes: int) -> dict:
       lambda k: DipperHigh.create(k, example_obs, jnp.zeros(2), 2, config.dipper)))(
           jax.random.split(jax.random.key(1), cfg["seeds"]))
   ep_keys = jax.random.split(jax.random.key(2), episodes)
+  # The grid's cells as run-time choices: the high level (trained, or the fresh one for
+  # "untrained"), its mode (an index into hrl.HIGH_MODES) and the low level's determinism.
+  cells = [(mode, low_det) for mode in DIAG_HIGH for low_det in (True, False)]
+  choices = (np.array([mode == "untrained" for mode, _ in cells]),
+             np.array([hrl.HIGH_MODES.index("sample" if mode == "untrained" else mode)
+                       for mode, _ in cells], np.int32),
+             np.array([low_det for _, low_det in cells]))
 
-  def evaluate(low, high, mode: str, low_det: bool):
-    return jax.vmap(lambda k: train.rollout(k, low, high, mode, low_det))(ep_keys)
-
-  # The whole grid is one compiled program (its rollouts are independent, each the same
-  # computation as in a program of its own): per cell its metrics per seed and episode,
-  # and the episodes of the mean subgoals with a deterministic low level.
+  # The whole grid is one compiled program holding one rollout, mapped over the cells (each
+  # cell runs the same computation as with its choices fixed): per cell its metrics per
+  # seed and episode, and its episodes (those of the mean subgoals feed policy_stats).
   @jax.jit
-  @functools.partial(jax.vmap, in_axes=(0, 0, 0))  # over seeds
-  def evaluate_grid(low, high, fresh):
-    metrics, mean_ep = {}, None
-    for mode in DIAG_HIGH:
-      run_high, run_mode = (fresh, "sample") if mode == "untrained" else (high, mode)
-      for low_det in (True, False):
-        ep, metrics[mode, low_det] = evaluate(low, run_high, run_mode, low_det)
-        if mode == "mean" and low_det:
-          mean_ep = ep
-    return metrics, mean_ep
+  @functools.partial(jax.vmap, in_axes=(0, 0, 0, None))  # over seeds
+  def evaluate_grid(low, high, fresh, choices):
+    def cell(choice):
+      untrained, mode, low_det = choice
+      run_high = jax.tree.map(lambda f, h: jnp.where(untrained, f, h), fresh, high)
+      return jax.vmap(lambda k: train.rollout(k, low, run_high, mode, low_det))(ep_keys)
+    return jax.lax.map(cell, choices)
 
-  cells, mean_ep = evaluate_grid(state.low, state.high, fresh)
+  rollouts, metrics = evaluate_grid(state.low, state.high, fresh, choices)  # (seeds, cells, ...)
   grid = {f"high {mode}, low {'det' if low_det else 'stoch'}": {
-      k: np.asarray(v).mean(1).tolist() for k, v in cells[mode, low_det].items()}
-      for mode in DIAG_HIGH for low_det in (True, False)}
+      k: np.asarray(v[:, i]).mean(1).tolist() for k, v in metrics.items()}
+      for i, (mode, low_det) in enumerate(cells)}
+  mean_ep = jax.tree.map(lambda x: x[:, cells.index(("mean", True))], rollouts)
 
   def policy_stats(high, ep, key):
     obs = ep["obs"][:, ::c][:, :num_windows]  # (episodes, H, obs_dim) window starts

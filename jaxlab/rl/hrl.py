@@ -31,6 +31,7 @@ checkpointed with orbax after each chunk and resumed exactly.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, NamedTuple
 
 import jax
@@ -253,16 +254,26 @@ def make_train(env: Any, env_params: Any, config: HRLConfig):
         ptr=jnp.int32(0), size=jnp.int32(0))
     return HRLState(low, high, buffer, jax.random.key_data(rng))
 
-  def rollout(key, low: SACAgent, high: Any, high_mode: str, low_deterministic: bool):
+  def rollout(key, low: SACAgent, high: Any, high_mode: str | jax.Array,
+              low_deterministic: bool | jax.Array):
     """One episode of T steps (no early reset): its arrays and its diagnostics.
 
     ``high_mode`` (one of :data:`HIGH_MODES`) picks each window's high-level action:
     ``"mean"`` tanh of the policy's Gaussian mean, ``"sample"`` a draw from the policy,
     ``"uniform"`` uniform in [-1, 1] (ignoring the policy: a random-subgoal baseline).
     Training uses ``("sample", False)``, evaluation ``(config.eval_high, True)``.
+
+    Either choice may also be a run-time value: ``high_mode`` an integer array indexing
+    :data:`HIGH_MODES`, ``low_deterministic`` a boolean array. The rollout then branches
+    at run time (``lax.switch`` / ``lax.cond``: the chosen branch computes what the static
+    choice does), so one compiled program serves every choice.
     """
-    if high_mode not in HIGH_MODES:
-      raise ValueError(f"high_mode must be one of {HIGH_MODES}, got {high_mode!r}")
+    if isinstance(high_mode, str):
+      if high_mode not in HIGH_MODES:
+        raise ValueError(f"high_mode must be one of {HIGH_MODES}, got {high_mode!r}")
+    elif not jnp.issubdtype(jnp.result_type(high_mode), jnp.integer):
+      raise TypeError(f"high_mode must be one of {HIGH_MODES} or an integer array indexing "
+                      f"them, got {high_mode!r}")
     k_reset, k_run = jax.random.split(key)
     obs, state = env.reset_env(k_reset, env_params)
     desired = env.desired_goal(state, env_params)
@@ -272,16 +283,23 @@ def make_train(env: Any, env_params: Any, config: HRLConfig):
       t, key = inp
       k_high, k_low, k_env = jax.random.split(key, 3)
       if hierarchical:
-        if high_mode == "uniform":
-          new = jax.random.uniform(k_high, desired.shape, minval=-1.0, maxval=1.0)
-        else:
-          new = high.sample_actions(obs[None], desired[None], k_high, high_mode == "mean")[0]
+        def high_action(mode: str) -> jax.Array:
+          if mode == "uniform":
+            return jax.random.uniform(k_high, desired.shape, minval=-1.0, maxval=1.0)
+          return high.sample_actions(obs[None], desired[None], k_high, mode == "mean")[0]
+
+        new = (high_action(high_mode) if isinstance(high_mode, str) else jax.lax.switch(
+            high_mode, [functools.partial(high_action, m) for m in HIGH_MODES]))
         start = t % c == 0
         hact = jnp.where(start, new, hact)
         sub = jnp.where(start, (hact + 1.0) / 2.0, sub)
       else:
         sub, start = desired, t % c == 0
-      action = low.sample_actions(obs[None], sub[None], k_low, low_deterministic)[0]
+      low_action = lambda det: low.sample_actions(obs[None], sub[None], k_low, det)[0]
+      action = (low_action(bool(low_deterministic))
+                if isinstance(low_deterministic, (bool, np.bool_)) else
+                jax.lax.cond(low_deterministic, lambda: low_action(True),
+                             lambda: low_action(False)))
       record = {"obs": obs, "ach": env.achieved_goal(state, env_params), "act": action,
                 "sub": sub, "hact": hact, "start": start,
                 "in_wall": env.subgoal_in_wall(state, sub)}
@@ -323,14 +341,38 @@ def make_train(env: Any, env_params: Any, config: HRLConfig):
     agent, infos = jax.lax.scan(body, agent, jax.random.split(key, num))
     return agent, jax.tree.map(jnp.mean, infos)
 
-  def iteration(s: HRLState, _) -> tuple[HRLState, dict]:
+  # DIPPER's V^L_m is the low level after m more SAC steps (keys from k_m) than its
+  # low_updates steps (keys from k_low). One scan runs all low_updates + m steps and keeps
+  # the agent after the first low_updates: one SAC update in the compiled program instead of
+  # two (the same steps, batches and keys as two scans; the info averages the first ones).
+  extra_m = config.dipper.m if config.agent == "dipper" and config.high_updates else 0
+
+  def low_level_updates(low, sampler, k_low, k_m):
+    """``(low after low_updates steps, its info, low after m more steps)``."""
+    n = config.low_updates
+    if not extra_m:
+      low, info = scan_updates(low, sampler, k_low, n)
+      return low, info, low
+
+    def body(carry, inp):
+      a, kept = carry
+      k, i = inp
+      a, info = a.update(sampler(k))
+      kept = jax.tree.map(lambda new, old: jnp.where(i == n - 1, new, old), a, kept)
+      return (a, kept), info
+
+    keys = jnp.concatenate([jax.random.split(k_low, n), jax.random.split(k_m, extra_m)])
+    (low_m, low), infos = jax.lax.scan(body, (low, low), (keys, jnp.arange(n + extra_m)))
+    return low, jax.tree.map(lambda x: jnp.mean(x[:n]), infos), low_m
+
+  def iteration(s: HRLState, eval_mode: jax.Array) -> tuple[HRLState, dict]:
     rng, k_roll, k_low, k_high, k_m, k_eval = split(s.rng, 6)
     episodes, train_m = jax.vmap(lambda k: rollout(k, s.low, s.high, "sample", False))(
         jax.random.split(k_roll, config.num_envs))
     buffer = add(s.buffer, episodes)
     low_sampler = lambda k: sample_low(buffer, k, config.low.batch_size, config.her_prob,
                                        threshold)
-    low, info = scan_updates(s.low, low_sampler, k_low, config.low_updates)
+    low, info, low_m = low_level_updates(s.low, low_sampler, k_low, k_m)
     high = s.high
     if config.agent == "hier" and config.high_updates:
       high, high_info = scan_updates(
@@ -338,32 +380,35 @@ def make_train(env: Any, env_params: Any, config: HRLConfig):
                                       threshold), k_high, config.high_updates)
       info.update({k.replace("low/", "high/"): v for k, v in high_info.items()})
     elif config.agent == "dipper" and config.high_updates:
-      low_m = low
-      if config.dipper.m:
-        low_m, _ = scan_updates(low, low_sampler, k_m, config.dipper.m)
       high, high_info = scan_updates(
           high, lambda k: sample_pairs(buffer, k, low, low_m, config.dipper.batch_size,
                                        config.dipper.relabel_prob, threshold),
           k_high, config.high_updates)
       info.update(high_info)
-    _, eval_m = jax.vmap(lambda k: rollout(k, low, high, config.eval_high, True))(
+    _, eval_m = jax.vmap(lambda k: rollout(k, low, high, eval_mode, True))(
         jax.random.split(k_eval, config.eval_envs))
     metrics = {**info, **{f"eval/{k}": v.mean() for k, v in eval_m.items()},
                "train/success": train_m["success"].mean()}
     return HRLState(low, high, buffer, rng), metrics
 
-  def chunk(s: HRLState, num: int):
-    return jax.lax.scan(iteration, s, None, length=num)
+  def chunk(s: HRLState, eval_mode: jax.Array, num: int):
+    return jax.lax.scan(lambda s, _: iteration(s, eval_mode), s, None, length=num)
 
   sizes = [config.iters_per_chunk] * (config.iterations // config.iters_per_chunk)
   if config.iterations % config.iters_per_chunk:
     sizes.append(config.iterations % config.iters_per_chunk)
-  compiled = {n: jax.jit(jax.vmap(lambda s, n=n: chunk(s, n))) for n in set(sizes)}
+  # The evaluation's high-level choice (config.eval_high) is an argument, not a constant
+  # of the program: one compilation serves both (JAX's persistent cache, where it is on,
+  # shares it between runs that differ only there or in DIPPER's lambda).
+  compiled = {n: jax.jit(jax.vmap(lambda s, mode, n=n: chunk(s, mode, n), in_axes=(0, None)))
+              for n in set(sizes)}
+  eval_mode = np.int32(HIGH_MODES.index(config.eval_high))
+  init_fn = jax.jit(jax.vmap(init))  # built once: every train() call reuses its compilation
   steps_per_iter = config.num_envs * horizon
 
   def train(keys: jax.Array, checkpoint_dir: str | None = None, stop_after: int | None = None):
     def run_chunk(i, state, done_iters):
-      state, metrics = compiled[sizes[i]](state)  # metrics: (seeds, iters)
+      state, metrics = compiled[sizes[i]](state, eval_mode)  # metrics: (seeds, iters)
       iters = done_iters + 1 + np.arange(sizes[i])
       record = {k: np.asarray(v).T for k, v in metrics.items()}  # (iters, seeds)
       record["env_steps"] = np.repeat((iters * steps_per_iter)[:, None], len(keys), axis=1)
@@ -371,7 +416,7 @@ def make_train(env: Any, env_params: Any, config: HRLConfig):
 
     fingerprint = {"env": type(env).__name__, "env_params": env_params, "config": config,
                    "chunks": sizes, "keys": keys}
-    state, history = run_chunks(jax.jit(jax.vmap(init))(keys), len(sizes), run_chunk,
+    state, history = run_chunks(init_fn(keys), len(sizes), run_chunk,
                                 checkpoint_dir=checkpoint_dir, stop_after=stop_after,
                                 desc=config.agent, fingerprint=fingerprint)
     stacked = {k: np.concatenate([h[k] for h in history]) for k in (history[0] if history else {})}

@@ -160,6 +160,7 @@ def make_train(
   compiled = {("pretrain", s): scan_steps("pretrain_update", s) for k, s in plan if k == "pretrain"}
   compiled.update({("train", s): scan_steps("update", s) for k, s in plan if k == "train"})
   cache_fn = jax.jit(jax.vmap(cache, in_axes=(0, None)))
+  init_fn = jax.jit(jax.vmap(init))  # built once: every train() call reuses its compilation
   eval_fn = None
   if evaluate_fn is not None:
     eval_fn = jax.jit(jax.vmap(lambda key, agent: evaluate_fn(key, agent)))
@@ -184,7 +185,7 @@ def make_train(
     fingerprint = {"agent": agent_cls.__name__, "config": config, "train_config": tc,
                    "plan": plan, "keys": keys, "dataset": data,
                    "evaluate": getattr(evaluate_fn, "__qualname__", repr(evaluate_fn))}
-    carry, history = run_chunks(jax.jit(jax.vmap(init))(keys), len(plan), run_chunk,
+    carry, history = run_chunks(init_fn(keys), len(plan), run_chunk,
                                 checkpoint_dir=checkpoint_dir, stop_after=stop_after,
                                 fingerprint=fingerprint)
     stacked = {k: np.stack([h[k] for h in history]) for k in (history[0] if history else {})}

@@ -22,8 +22,10 @@ def _free_graph(walls):
 
 
 def test_layouts_follow_the_generator_and_goal_is_reachable():
-  layouts = jax.vmap(envs.make_layout)(jax.random.split(jax.random.key(0), 200))
-  maps = np.asarray(jax.vmap(envs.wall_map)(layouts))
+  # jitted: op by op, each operation of the vmapped generator would compile on its own
+  layouts, maps = jax.jit(jax.vmap(lambda k: (envs.make_layout(k), envs.make_walls(k))))(
+      jax.random.split(jax.random.key(0), 200))
+  maps = np.asarray(maps)
   lay = np.asarray(layouts)
   assert lay[:, 0].min() >= 3 and lay[:, 0].max() <= 7  # wall row
   assert lay[:, 1].min() >= 4 and lay[:, 1].max() <= 7  # wall column

@@ -26,18 +26,44 @@ def check_smoke_results(out) -> None:
 
 
 def test_diagnose_eval_smoke(tmp_path):
-  # --diagnose-eval at the smoke scale: lambda 0 and the scale's lambda 1, every high-level
-  # choice x low-level determinism, rates in [0, 1], the policy's stats per seed
-  dipper_exp.main(["--smoke", "--diagnose-eval", "--out", str(tmp_path)])
+  # --diagnose-eval at the smoke scale, at one lambda (--lam 0: training is one compiled
+  # program for every lambda, and which lambdas run is test_diagnose_eval_lambdas's):
+  # every high-level choice x low-level determinism, rates in [0, 1], the policy's stats
+  dipper_exp.main(["--smoke", "--diagnose-eval", "--lam", "0", "--out", str(tmp_path)])
   saved = json.loads((tmp_path / "results.json").read_text())
-  assert list(saved["diagnosis"]) == ["0", "1"]
+  assert list(saved["diagnosis"]) == ["0"]
   assert "--diagnose-eval" in saved["provenance"]["command"]
-  d = saved["diagnosis"]["1"]
+  d = saved["diagnosis"]["0"]
   assert len(d["grid"]) == 2 * len(dipper_exp.DIAG_HIGH)
   for m in d["grid"].values():
     assert len(m["success"]) == 2 and all(0.0 <= v <= 1.0 for v in m["success"])
   assert all(v > 0 for v in d["policy"]["std"])
   assert all(0.0 <= v < 0.5 for v in d["policy"]["mean_subgoal_spread"])
+  assert len(d["recorded"]["eval/success"]) == 2
+
+
+def test_diagnose_eval_lambdas(tmp_path, monkeypatch):
+  """--diagnose-eval trains at lambda 0 and the scale's lam (once where they are equal), in
+  that order, and keys each one's diagnosis by the lambda."""
+  calls = []
+
+  def fake_diagnose_one(cfg, lam, episodes):
+    calls.append((cfg["iterations"], lam))
+    cell = {"success": [lam, lam], "subgoal_in_wall": [0.0, 0.0], "subgoal_step": [0.1, 0.1]}
+    return {"grid": {"high mean, low det": cell}, "policy": {"std": [1.0, 1.0]},
+            "recorded": {"eval/success": [0.0, 0.0]}}
+
+  monkeypatch.setattr(dipper_exp, "_diagnose_one", fake_diagnose_one)
+  smoke = dipper_exp.CONFIGS["smoke"]
+  for lam, want in (([], [0.0, smoke["lam"]]), (["--lam", "0"], [0.0]),
+                    (["--lam", "2.5"], [0.0, 2.5])):
+    calls.clear()
+    dipper_exp.main(["--smoke", "--diagnose-eval", "--out", str(tmp_path), *lam])
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert calls == [(smoke["iterations"], v) for v in want]
+    assert list(saved["diagnosis"]) == [f"{v:g}" for v in want]
+    for v in want:
+      assert saved["diagnosis"][f"{v:g}"]["grid"]["high mean, low det"]["success"] == [v, v]
 
 
 def test_bad_arm():

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
+from experiments import dipper as dipper_experiment
 from jaxlab import envs
 from jaxlab.rl import hrl
 from jaxlab.rl.agents import dipper
@@ -93,14 +94,21 @@ class _Run(NamedTuple):
 
 @pytest.fixture(scope="module")
 def maze_dipper() -> _Run:
-  """One tiny DIPPER run on PointMaze (two seeds, three iterations, uninterrupted).
+  """One small DIPPER run on PointMaze (two seeds, five iterations, uninterrupted).
 
-  Compiling a training chunk is most of what these tests cost, so the tests that need a
-  trained DIPPER share this run (and its compiled ``train``): the loop-and-resume test,
-  the eval_high test (its "mean" side) and the rollout-modes test.
+  Compiling a training chunk is most of what these tests cost (running one takes
+  milliseconds), so the tests that need a trained DIPPER share this run (and its compiled
+  ``train``): the loop-and-resume test, the eval_high test (its "mean" side) and the
+  rollout-modes test. Its configuration is the DIPPER experiment's smoke one, so its chunk
+  is the same compiled program as the experiment's --diagnose-eval smoke run and its
+  notebook's demo (the suite's persistent compilation cache compiles it once).
   """
   env = envs.PointMaze()
-  config = _tiny("dipper")
+  config = dataclasses.replace(
+      dipper_experiment.hrl_config("dipper", "maze", dipper_experiment.CONFIGS["smoke"]),
+      iterations=5)
+  assert (config.num_envs, config.subgoal_period * config.num_windows,
+          config.buffer_episodes, config.iters_per_chunk) == (4, 225, 16, 1)
   train = hrl.make_train(env, env.default_params, config)
   keys = jax.random.split(jax.random.key(3), 2)
   state, history = train(keys)
@@ -110,11 +118,12 @@ def maze_dipper() -> _Run:
 def test_dipper_loop_runs_and_resumes_exactly(maze_dipper, tmp_path):
   train, keys, state, history = (maze_dipper.train, maze_dipper.keys, maze_dipper.state,
                                  maze_dipper.history)
-  assert history["env_steps"][:, 0].tolist() == [36, 72, 108]
-  assert history["eval/success"].shape == (3, 2)
+  assert history["env_steps"][:, 0].tolist() == [900, 1800, 2700, 3600, 4500]  # 4 x 225 each
+  assert history["eval/success"].shape == (5, 2)
   for key in ("eval/subgoal_distance", "eval/lower_q", "eval/subgoal_step", "high/dpo_loss"):
     assert np.all(np.isfinite(history[key]))
-  assert int(state.buffer.size[0]) == 8  # ring buffer full after 9 episodes
+  # the ring buffer (16 episodes) is full after 20 and writes next at 20 mod 16
+  assert state.buffer.size.tolist() == [16, 16] and state.buffer.ptr.tolist() == [4, 4]
   train(keys, checkpoint_dir=str(tmp_path), stop_after=1)
   resumed, history2 = train(keys, checkpoint_dir=str(tmp_path))
   chex.assert_trees_all_equal(resumed, state)
@@ -125,8 +134,8 @@ def test_dipper_loop_runs_and_resumes_exactly(maze_dipper, tmp_path):
     train(jax.random.split(jax.random.key(4), 2), checkpoint_dir=str(tmp_path))
   env = maze_dipper.env
   other = hrl.make_train(env, env.default_params,
-                         dataclasses.replace(maze_dipper.config, iterations=4))
-  with pytest.raises(ValueError, match=r"run\.config\.iterations is 3 there, 4 now"):
+                         dataclasses.replace(maze_dipper.config, iterations=6))
+  with pytest.raises(ValueError, match=r"run\.config\.iterations is 5 there, 6 now"):
     other(keys, checkpoint_dir=str(tmp_path))
 
 
@@ -149,12 +158,19 @@ def test_rollout_high_modes(maze_dipper):
   low, high = jax.tree.map(lambda x: x[0], (maze_dipper.state.low, maze_dipper.state.high))
   key = jax.random.key(7)
 
-  @jax.jit  # every mode in one compiled program; each mode is still static in its rollout
-  def episodes(key, low, high):
-    ep = {m: train.rollout(key, low, high, m, True)[0] for m in hrl.HIGH_MODES}
-    return ep, train.rollout(key, low, high, "mean", False)[0]
+  # the choices made at run time instead: (index into HIGH_MODES, low deterministic)
+  run_time = (jnp.array([0, 1, 2, 0], jnp.int32), jnp.array([True, True, True, False]))
 
-  ep, stoch = episodes(key, low, high)
+  @jax.jit  # every mode in one compiled program; each mode is still static in its rollout
+  def episodes(key, low, high, run_time):
+    ep = {m: train.rollout(key, low, high, m, True)[0] for m in hrl.HIGH_MODES}
+    chosen = jax.lax.map(lambda mode: train.rollout(key, low, high, *mode)[0], run_time)
+    return ep, train.rollout(key, low, high, "mean", False)[0], chosen
+
+  ep, stoch, chosen = episodes(key, low, high, run_time)
+  # one rollout choosing at run time gives exactly the static choice's episode
+  for i, want in enumerate([ep["mean"], ep["sample"], ep["uniform"], stoch]):
+    chex.assert_trees_all_equal(jax.tree.map(lambda x, i=i: x[i], chosen), want)
   obs = ep["mean"]["obs"][:: cfg.subgoal_period][: cfg.num_windows]
   goal = jnp.broadcast_to(ep["mean"]["desired"], obs.shape[:1] + ep["mean"]["desired"].shape)
   np.testing.assert_allclose(ep["mean"]["high_act"],
@@ -164,6 +180,8 @@ def test_rollout_high_modes(maze_dipper):
   assert not np.allclose(stoch["act"], ep["mean"]["act"])
   with pytest.raises(ValueError, match="high_mode"):
     train.rollout(key, low, high, "mode", True)
+  with pytest.raises(TypeError, match="high_mode"):
+    train.rollout(key, low, high, 0.5, True)
 
 
 def test_hier_trains_its_high_level_by_sac():

@@ -17,7 +17,10 @@ value :math:`V^L` and its value :math:`V^L_m` after ``m`` extra gradient steps
   L = -\mathbb E\,[\, y \log\sigma(z) + (1 - y) \log\sigma(-z) \,].
 
 The value terms carry no gradient to :math:`\pi_H`; they shift each pair's
-logit. ``lam = 0`` is the "DIPPER without V" ablation.
+logit. ``lam = 0`` is the "DIPPER without V" ablation. The agent holds
+:math:`\lambda` as a run-time value (``DipperHigh.lam``, set from
+``DipperConfig.lam`` by ``create``), so one compiled training program serves
+every lambda of a sweep.
 
 References:
   Singh et al., "Direct Preference Optimization for Primitive-Enabled
@@ -52,7 +55,7 @@ def preference_labels(score1: jax.Array, score2: jax.Array) -> jax.Array:
   return jnp.where(score1 > score2, 1.0, jnp.where(score1 < score2, 0.0, 0.5))
 
 
-def dpo_logits(logp1, logp2, dv1, dv2, beta: float, lam: float) -> jax.Array:
+def dpo_logits(logp1, logp2, dv1, dv2, beta: float, lam: jax.typing.ArrayLike) -> jax.Array:
   """Per-pair logit ``z``; ``logp*`` and ``dv*`` are ``(B, H)`` per-window terms."""
   return jnp.sum(beta * logp1 - beta * logp2 - lam * (dv1 - dv2), axis=-1)
 
@@ -81,6 +84,7 @@ class DipperHigh(struct.PyTreeNode):
   rng: jax.Array
   policy: Net
   opt_state: Any
+  lam: jax.Array  # float32 weight of the value term: config.lam, a traced value (not static)
   config: DipperConfig = struct.field(pytree_node=False)
 
   @classmethod
@@ -97,7 +101,7 @@ class DipperHigh(struct.PyTreeNode):
     policy = Net.create(TanhGaussianPolicy(obs_dim + goal_dim, int(subgoal_dim),
                                            tuple(config.hidden_dims), rngs=nnx.Rngs(k_policy)))
     return cls(rng=rng, policy=policy, opt_state=optax.adam(config.lr).init(policy.params),
-               config=config)
+               lam=jnp.asarray(config.lam, jnp.float32), config=config)
 
   def get_config(self) -> dict[str, Any]:
     return common.config_dict(self.config)
@@ -125,7 +129,7 @@ class DipperHigh(struct.PyTreeNode):
     def loss_fn(params):
       lp1 = self.log_prob(pairs["obs1"], goal, pairs["act1"], params)
       lp2 = self.log_prob(pairs["obs2"], goal, pairs["act2"], params)
-      z = dpo_logits(lp1, lp2, pairs["dv1"], pairs["dv2"], cfg.beta, cfg.lam)
+      z = dpo_logits(lp1, lp2, pairs["dv1"], pairs["dv2"], cfg.beta, self.lam)
       loss = dpo_loss(z, pairs["label"])
       agree = jnp.mean(jnp.where(pairs["label"] == 0.5, 1.0,
                                  ((z > 0) == (pairs["label"] > 0.5)).astype(jnp.float32)))
