@@ -489,8 +489,8 @@ def shard_seeds(tree: Any, axis: str = "seeds") -> Any:
   is then partitioned by XLA so each device runs its share of the seeds. Leaves
   whose leading size does not divide by the device count, and scalars, are
   replicated instead, with a warning: correct, just not parallel (pick ``--seeds``
-  as a multiple of the device count). On one device this is a plain placement
-  and changes nothing. Pass only per-seed leaves: a shared array whose first
+  as a multiple of the device count). On one device the tree is returned
+  unchanged. Pass only per-seed leaves: a shared array whose first
   dimension happens to divide by the device count would be split too.
 
   Example::
@@ -505,6 +505,11 @@ def shard_seeds(tree: Any, axis: str = "seeds") -> Any:
   """
   mesh = seed_mesh(axis)
   n = mesh.size
+  if n == 1:
+    # nothing to split; left as it is, because a committed placement is part of a compiled
+    # program's identity, and the same function on uncommitted inputs elsewhere (a notebook's
+    # demo, a test) would compile a second time
+    return tree
   split = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(axis))
   replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
   uneven = []
