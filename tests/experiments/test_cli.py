@@ -12,8 +12,9 @@ import pytest
 import experiments
 from experiments.common import ExperimentCLI, _kind
 
+# packages (experiments/cpp: the official C++ program's build) are helpers, not scripts
 MODULES = sorted(m.name for m in pkgutil.iter_modules(experiments.__path__)
-                 if m.name not in ("common", "__init__", "docs"))  # docs: a doc generator
+                 if not m.ispkg and m.name not in ("common", "__init__", "docs"))  # docs: a doc generator
 
 
 def _changed(value, kind, elem, choices):
@@ -72,6 +73,8 @@ def test_help_lists_every_field_and_overrides_reach_the_config(name, capsys):
       if kind == "bool":
         spelled = spelling if expected else spelling.replace("--", "--no-", 1)
         argv = [spelled]
+      elif kind == "scalar":  # --flag=value: also a value that starts with "-" (--cpp-opt=-O0)
+        argv = [f"{spelling}={tokens[0]}"]
       else:
         argv = [spelling, *tokens]
       if scale == "quick":
