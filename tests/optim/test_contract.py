@@ -90,7 +90,7 @@ def test_extra_args_jit_and_no_recompilation():
     return ({n: optax.apply_updates(ps[n], u) for n, (u, _) in out.items()},
             {n: s for n, (_, s) in out.items()})
 
-  s0 = {n: opt.init(params) for n, opt in opts.items()}
+  s0 = jax.jit(lambda p: {n: opt.init(p) for n, opt in opts.items()})(params)
   p, s = step({n: params for n in opts}, s0)
   for _ in range(2):
     for n in NAMES:  # names the optimizer whose state drifted (the step would retrace)
@@ -110,9 +110,8 @@ def test_converges_inside_chain():
       return (optax.apply_updates(p, u), s), None
     return jax.lax.scan(body, (p, s), length=600)[0][0]
 
-  states = {n: optax.tree.map_params(opt, lambda v: v, opt.init(params)) for n, opt in opts.items()}
-  final = jax.jit(lambda p, states: {n: run(opt, p, states[n]) for n, opt in opts.items()})(
-      params, states)
+  final = jax.jit(lambda p: {n: run(opt, p, optax.tree.map_params(opt, lambda v: v, opt.init(p)))
+                             for n, opt in opts.items()})(params)
   for n in NAMES:
     for a, b in zip(jax.tree.leaves(final[n]), jax.tree.leaves(target), strict=True):
       np.testing.assert_allclose(a, b, atol=5e-2, err_msg=n)
@@ -141,15 +140,14 @@ def test_inject_hyperparams_matches():
 @pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float32], ids=lambda d: jnp.dtype(d).name)
 def test_preserve_dtype_and_multisteps(dtype):
   params = {"m": jnp.array([[1.0, 2.0], [3.0, 4.0]], dtype), "v": jnp.array([1.0, 2.0], dtype)}
-  grads = jax.grad(lambda p: sum(jnp.sum(x.astype(jnp.float32) ** 2)
-                                 for x in jax.tree.leaves(p)))(params)
+  grad = jax.grad(lambda p: sum(jnp.sum(x.astype(jnp.float32) ** 2) for x in jax.tree.leaves(p)))
   pairs = {}
   for n in _names(dtype):
     opt = _make(n)
     pairs[n] = (opt, optax.MultiSteps(opt, every_k_schedule=4))
   # every optimizer's and its MultiSteps' first updates in one compiled program
-  out = jax.jit(lambda g, p: {n: tuple(o.update(g, o.init(p), p)[0] for o in pair)
-                              for n, pair in pairs.items()})(grads, params)
+  out = jax.jit(lambda p: {n: tuple(o.update(grad(p), o.init(p), p)[0] for o in pair)
+                           for n, pair in pairs.items()})(params)
   for n, (updates, multi_updates) in out.items():
     for u, p in zip(jax.tree.leaves(updates), jax.tree.leaves(params), strict=True):
       assert u.dtype == p.dtype, (n, u.dtype, p.dtype)
@@ -177,7 +175,7 @@ def test_state_shape_dtype_stability(dtype):
       out[n] = (optax.apply_updates(ps[n], u), s2)
     return {n: o[0] for n, o in out.items()}, {n: o[1] for n, o in out.items()}
 
-  s0 = {n: opt.init(params) for n, opt in opts.items()}
+  s0 = jax.jit(lambda p: {n: opt.init(p) for n, opt in opts.items()})(params)
   p, s = {n: params for n in opts}, s0
   for _ in range(2):
     p, s = step(p, s)
