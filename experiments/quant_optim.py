@@ -104,7 +104,7 @@ def sweep(fn: Callable, *axes: jax.Array) -> np.ndarray:
   """
   sizes = [len(a) for a in axes]
   idx = np.indices(sizes).reshape(len(axes), -1)  # row-major: the last axis fastest
-  grid = [jnp.asarray(a)[i] for a, i in zip(axes, idx, strict=True)]
+  grid = [np.asarray(a)[i] for a, i in zip(axes, idx, strict=True)]  # host gathers, not eager
   out = jax.jit(jax.vmap(fn))(*shard_seeds(grid))
   return np.asarray(out).reshape(*sizes, *out.shape[1:])
 
