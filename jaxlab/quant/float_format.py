@@ -155,13 +155,8 @@ def check_rounding(
     raise ValueError('rounding="stochastic" requires a PRNG key (key=...)')
 
 
-def _round_shift(v: jax.Array, s: jax.Array, rounding: str, rbits: jax.Array | None,
-                 odd_at_23: jax.Array | None = None):
-  """``round(v / 2**s)`` for uint32 ``v`` and shifts ``0 <= s <= 31``.
-
-  Ties go to an even count of quanta: the last kept bit's parity, or ``odd_at_23``
-  where given and ``s == 23``.
-  """
+def _round_shift(v: jax.Array, s: jax.Array, rounding: str, rbits: jax.Array | None):
+  """``round(v / 2**s)`` for uint32 ``v`` and shifts ``0 <= s <= 31``."""
   one = jnp.uint32(1)
   mask = (one << s) - one
   low = v & mask
@@ -169,8 +164,6 @@ def _round_shift(v: jax.Array, s: jax.Array, rounding: str, rbits: jax.Array | N
   if rounding == "nearest":
     half = jnp.where(s > 0, one << (jnp.maximum(s, one) - one), jnp.uint32(0))
     odd = (kept & one) == one
-    if odd_at_23 is not None:
-      odd = jnp.where(s == 23, odd_at_23, odd)
     up = (s > 0) & ((low > half) | ((low == half) & odd))
   elif rounding == "truncate":
     up = jnp.zeros(v.shape, bool)
@@ -217,27 +210,21 @@ def quantize_f32(
   special = e32 == 255  # inf / nan pass through
 
   bias = (jnp.int32(1) << (e_bits - 1)) - 1
-  if _is_int(exp_bits, 8):
-    # A concrete E = 8: target and carrier share the exponent range, so every float32
-    # input (subnormals included) drops s = 23 - M bits. Rounding the raw magnitude bits
-    # (the s <= 22 case below) is then exact for M >= 1, and for M = 0 (s = 23) too once the
-    # quantum count's parity is the implicit bit (1 for normals, 0 for float32 subnormals)
-    # rather than the exponent field's last bit. About half the operations of the general
-    # path, which matters for traced widths (a mantissa sweep).
-    s = (23 - m_bits).astype(jnp.uint32)
-    m_positive = _is_int(man_bits) and int(man_bits) >= 1
-    res = _round_shift(a, s, rounding, rbits, None if m_positive else e32 > 0) << s
-  else:
-    emin = 1 - bias
-    e = jnp.maximum(e32, 1) - 127  # unbiased exponent (float32 subnormals: -126)
-    # Bits of float32 mantissa to drop: 23 - M for target normals, more below emin.
-    s = 23 - m_bits + jnp.maximum(emin - e, 0)
+  emin = 1 - bias
+  e = jnp.maximum(e32, 1) - 127  # unbiased exponent (float32 subnormals: -126)
+  # Bits of float32 mantissa to drop: 23 - M for target normals, more below emin.
+  s = 23 - m_bits + jnp.maximum(emin - e, 0)
 
-    # s <= 22: round the raw magnitude bits. A carry moves into the exponent field
-    # correctly and bit s is the parity of the quantum count, because the
-    # implicit bit 2**23 is an even multiple of 2**s.
-    s_small = jnp.minimum(s, 22).astype(jnp.uint32)
-    res_small = _round_shift(a, s_small, rounding, rbits) << s_small
+  # s <= 22: round the raw magnitude bits. A carry moves into the exponent field
+  # correctly and bit s is the parity of the quantum count, because the
+  # implicit bit 2**23 is an even multiple of 2**s.
+  s_small = jnp.minimum(s, 22).astype(jnp.uint32)
+  res_small = _round_shift(a, s_small, rounding, rbits) << s_small
+  # With a concrete E = 8 and M >= 1 every float32 input has s <= 22 (target
+  # and carrier share the exponent range), so the tiny-value path is skipped.
+  if _is_int(exp_bits, 8) and _is_int(man_bits) and int(man_bits) >= 1:
+    res = res_small
+  else:
     # s >= 23 (M = 0, or |x| below twice the target's smallest subnormal): the
     # result is 0, 1 or 2 quanta 2**q. Round the full significand (implicit bit
     # included), whose count parity is what ties-to-even needs.
