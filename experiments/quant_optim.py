@@ -104,7 +104,7 @@ def sweep(fn: Callable, *axes: jax.Array) -> np.ndarray:
   """
   sizes = [len(a) for a in axes]
   idx = np.indices(sizes).reshape(len(axes), -1)  # row-major: the last axis fastest
-  grid = [jnp.asarray(a)[i] for a, i in zip(axes, idx, strict=True)]
+  grid = [np.asarray(a)[i] for a, i in zip(axes, idx, strict=True)]  # host gathers, not eager
   out = jax.jit(jax.vmap(fn))(*shard_seeds(grid))
   return np.asarray(out).reshape(*sizes, *out.shape[1:])
 
@@ -121,18 +121,27 @@ def rosenbrock_run(name, lr, m, seed, *, steps, rounding="nearest", n=4):
   return evals[-1]
 
 
-def part_mantissa(cfg, lrs, pbar):
-  ms = jnp.arange(1, 24)
-  seeds = jnp.arange(cfg["seeds"])
+def rosenbrock_sweep(cfg, lrs, name, rounding, steps, done):
+  """Final losses ``(23, seeds)`` of ``rosenbrock_run`` over M = 1..23 and the seeds.
+
+  ``done`` maps ``(name, rounding, steps)`` to sweeps already run: the mantissa sweep's
+  nearest-rounding runs are the horizon sweep's at ``T = rosen_steps`` (the same program on
+  the same inputs), computed once.
+  """
+  if (name, rounding, steps) not in done:
+    fn = lambda m, s: rosenbrock_run(name, lrs[name], m, s, steps=steps, rounding=rounding)
+    done[name, rounding, steps] = sweep(fn, jnp.arange(1, 24), jnp.arange(cfg["seeds"]))
+  return done[name, rounding, steps]
+
+
+def part_mantissa(cfg, lrs, pbar, done):
   out = {}
   for name in ("adam", "muon"):
     for rounding in ("nearest", "stochastic"):
-      fn = lambda m, s, name=name, rounding=rounding: rosenbrock_run(
-          name, lrs[name], m, s, steps=cfg["rosen_steps"], rounding=rounding)
-      loss = sweep(fn, ms, seeds)  # (23, seeds)
+      loss = rosenbrock_sweep(cfg, lrs, name, rounding, cfg["rosen_steps"], done)
       out[f"{name}/{rounding}"] = loss.tolist()
       pbar.update(1)
-  return {"mantissas": ms.tolist(), "final_loss": out, "steps": cfg["rosen_steps"]}
+  return {"mantissas": list(range(1, 24)), "final_loss": out, "steps": cfg["rosen_steps"]}
 
 
 def smallest_m_within(loss: np.ndarray, ref: float, tol: float = 0.10) -> int | None:
@@ -144,16 +153,12 @@ def smallest_m_within(loss: np.ndarray, ref: float, tol: float = 0.10) -> int | 
   return None
 
 
-def part_horizon(cfg, lrs, pbar):
-  ms = jnp.arange(1, 24)
-  seeds = jnp.arange(cfg["seeds"])
+def part_horizon(cfg, lrs, pbar, done):
   out = {}
   for name in ("adam", "muon"):
     rows = []
     for steps in cfg["horizons"]:
-      fn = lambda m, s, name=name, steps=steps: rosenbrock_run(
-          name, lrs[name], m, s, steps=steps)
-      loss = np.median(sweep(fn, ms, seeds), axis=1)
+      loss = np.median(rosenbrock_sweep(cfg, lrs, name, "nearest", steps, done), axis=1)
       rows.append({"T": steps, "loss": loss.tolist(),
                    "m_star": smallest_m_within(loss, loss[-1])})
       pbar.update(1)
@@ -588,10 +593,11 @@ def main(argv: list[str] | None = None) -> dict:
   res: dict[str, Any] = {"config": cfg, "learning_rates": lrs}
   total = 4 + 2 * len(cfg["horizons"]) + 4 + 2 + 5
   with tqdm(total=total, desc="quant_optim", unit="sweep") as pbar:
-    res["mantissa_sweep"] = part_mantissa(cfg, lrs, pbar)
+    done = {}  # Rosenbrock sweeps by (optimizer, rounding, steps), shared by parts 1 and 4
+    res["mantissa_sweep"] = part_mantissa(cfg, lrs, pbar, done)
     res["ablation"] = part_ablation(cfg, lrs, pbar)
     res["beta2"] = part_beta2(cfg, lrs, pbar)
-    res["horizon"] = part_horizon(cfg, lrs, pbar)
+    res["horizon"] = part_horizon(cfg, lrs, pbar, done)
     res["mlp"] = part_mlp(cfg, pbar)
   res["wall_time_s"] = time.time() - start
   rows, verdicts = summarize(res)

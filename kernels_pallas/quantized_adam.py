@@ -311,6 +311,13 @@ def quantized_adam_step_reference(
 # Kernel.
 
 
+# The body's four roundings share their shapes (one block), so as one jitted function they
+# are traced once per block shape and rounding, not four times per kernel trace (the
+# Triton, Mosaic and interpret lowerings inline the call, as they do jnp's own jitted
+# helpers such as jnp.where).
+_quantize_f32 = jax.jit(quantize_f32, static_argnames="rounding")
+
+
 def _quantized_adam_kernel(f_ref, i_ref, p_ref, g_ref, m_ref, v_ref, p_out, m_out, v_out, *,
                            rounding: str, decay: bool, output: str):
   """One (rows, 128) block: loads w, g, m, v, stores w (or the update), m, v."""
@@ -329,8 +336,8 @@ def _quantized_adam_kernel(f_ref, i_ref, p_ref, g_ref, m_ref, v_ref, p_out, m_ou
       k0 = lax.bitcast_convert_type(i_ref[_WORDS + 2 * k], jnp.uint32)
       k1 = lax.bitcast_convert_type(i_ref[_WORDS + 2 * k + 1], jnp.uint32)
       rbits = hash_bits(index, k0, k1)
-    return quantize_f32(x, i_ref[2 * k], i_ref[2 * k + 1], f_ref[_MAX_VALUE + k],
-                        rounding, rbits)
+    return _quantize_f32(x, i_ref[2 * k], i_ref[2 * k + 1], f_ref[_MAX_VALUE + k],
+                         rounding, rbits)
 
   p = p_ref[...]
   # Same expressions, same order as quantized_adam_step_reference.

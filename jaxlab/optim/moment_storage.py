@@ -36,6 +36,7 @@ of ``ceil(size / 256)`` entries per parameter.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax
@@ -97,6 +98,11 @@ def _rbits(rounding: str, key: jax.Array | None, shape) -> jax.Array | None:
   return random_bits(key, shape) if rounding == "stochastic" else None
 
 
+# encode and decode are jitted functions: an optimizer step codes every leaf, and inside a
+# trace a later call with the same shapes reuses jit's cached jaxpr (and its batched form
+# under vmap) instead of tracing the codec again; XLA inlines the call when compiling.
+# Called eagerly, each is one compiled program rather than one per operation.
+@functools.partial(jax.jit, static_argnames=("storage", "rounding", "second_moment"))
 def encode(
     x: jax.Array, storage: str, rounding: str, key: jax.Array | None, second_moment: bool
 ) -> tuple[jax.Array, jax.Array | None]:
@@ -131,6 +137,7 @@ def encode(
   return codes, scale
 
 
+@functools.partial(jax.jit, static_argnames=("storage", "second_moment", "dtype"))
 def decode(
     codes: jax.Array, scales: jax.Array | None, storage: str, second_moment: bool, dtype
 ) -> jax.Array:

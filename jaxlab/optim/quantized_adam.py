@@ -109,35 +109,53 @@ class MomentBuffer:
         lambda c, s, g: ms.decode(c, s, self.storage, self.second_moment, g.dtype),
         codes, scales, like, is_leaf=lambda x: x is None)
 
-  def store(self, values: Any, step_key: jax.Array | None, old_codes: Any,
-            stream: int | None = None) -> tuple[Any, Any, Any]:
+  def store(self, values: Any, key: Any, old_codes: Any) -> tuple[Any, Any, Any]:
     """Returns ``(codes, scales, stored_values)``: what is kept and what it means.
 
-    ``step_key`` is this step's key (None when nothing is random), with
-    ``stream`` folded in when given. A format rounds every leaf as a slice of
-    the flattened tree (bits by flat index, as the fused kernel draws them);
-    compact storage encodes each leaf with its own key, split per leaf.
+    ``key`` is this step's key for this buffer from :func:`moment_keys` (None when
+    nothing is random): a format rounds every leaf as a slice of the flattened tree with
+    one key (bits by flat index, as the fused kernel draws them); compact storage
+    encodes each leaf with its own key (``key`` holds one per leaf).
     """
     leaves, treedef = jax.tree.flatten(values)
     old = treedef.flatten_up_to(old_codes)
-    fold = (lambda k: k) if stream is None else (lambda k: jax.random.fold_in(k, stream))
     if self.storage is None:
       if self.fmt is None:
         q = leaves
       else:
-        q = quantize_flat(leaves, self.fmt, self.rounding,
-                          None if step_key is None else fold(step_key))
+        q = quantize_flat(leaves, self.fmt, self.rounding, key)
       q = [x.astype(o.dtype) for x, o in zip(q, old, strict=True)]
       tree = jax.tree.unflatten(treedef, q)
       return tree, None, tree
     # Compact storage always rounds stochastically (see moment_storage).
-    keys = [fold(k) for k in list(jax.random.split(step_key, max(len(leaves), 1)))[:len(leaves)]]
     enc = [ms.encode(x, self.storage, "stochastic", k, self.second_moment)
-           for x, k in zip(leaves, keys, strict=True)]
+           for x, k in zip(leaves, list(key), strict=True)]
     codes = jax.tree.unflatten(treedef, [c for c, _ in enc])
     scales = None if self.storage == "bfloat16" else jax.tree.unflatten(
         treedef, [s for _, s in enc])
     return codes, scales, self.load(codes, scales, values)
+
+
+def moment_keys(step_key: jax.Array | None, streams: tuple, storage: str | None,
+                num_leaves: int) -> list:
+  """This step's key of each moment buffer (stream), as :meth:`MomentBuffer.store` takes it.
+
+  Stream ``s`` (an int, or None for no fold) rounds a format with ``fold_in(step_key, s)``
+  and encodes leaf ``i`` of compact storage with ``fold_in(split(step_key, n)[i], s)``.
+  Every stream's (and leaf's) fold is one vmapped ``fold_in``: one threefry hash rather
+  than one per stream and leaf, the same bits (each hash is a few hundred HLO ops to
+  compile).
+  """
+  if step_key is None:
+    return [None] * len(streams)
+  base = step_key
+  if storage is not None:
+    base = jax.random.split(step_key, max(num_leaves, 1))[:num_leaves]
+  if all(s is None for s in streams):
+    return [base] * len(streams)
+  fold = (lambda s: jax.random.fold_in(base, s)) if storage is None else (
+      lambda s: jax.vmap(jax.random.fold_in, (0, None))(base, s))
+  return list(jax.vmap(fold)(jnp.asarray(streams, jnp.uint32)))
 
 
 def corrected_momentum(mu: Any, updates: Any, decay: Any, count_inc: jax.Array,
@@ -210,8 +228,10 @@ def scale_by_quantized_adam(
     # Moment updates, written as optax.tree.update_moment(_per_elem_norm) does.
     mu_new = jax.tree.map(lambda g, t: (1 - b1) * (g**1) + b1 * t, updates, mu_prev)
     nu_new = jax.tree.map(lambda g, t: (1 - b2) * (g**2) + b2 * t, updates, nu_prev)
-    mu_codes, mu_scale, mu_t = mu_buf.store(mu_new, step_key, state.mu, STREAM_MU)
-    nu_codes, nu_scale, nu_t = nu_buf.store(nu_new, step_key, state.nu, STREAM_NU)
+    mu_key, nu_key = moment_keys(step_key, (STREAM_MU, STREAM_NU), moment_storage,
+                                 len(jax.tree.leaves(updates)))
+    mu_codes, mu_scale, mu_t = mu_buf.store(mu_new, mu_key, state.mu)
+    nu_codes, nu_scale, nu_t = nu_buf.store(nu_new, nu_key, state.nu)
 
     count_inc = optax.safe_increment(state.count)
     mu_hat = corrected_momentum(mu_t, updates, b1, count_inc, nesterov)

@@ -51,6 +51,7 @@ from jaxlab.optim.quantized_adam import (
     check_implementation,
     corrected_momentum,
     fused_adam_update,
+    moment_keys,
     scale_by_quantized_adam,
     with_implementation,
 )
@@ -130,7 +131,8 @@ def scale_by_quantized_muon(
     key, step_key = advance_key(state.key, needs_key)
     mu_prev = buf.load(state.mu, state.mu_scale, updates)
     mu_new = jax.tree.map(lambda g, t: (1 - beta) * (g**1) + beta * t, updates, mu_prev)
-    mu_codes, mu_scale, mu_t = buf.store(mu_new, step_key, state.mu)
+    (mu_key,) = moment_keys(step_key, (None,), moment_storage, len(jax.tree.leaves(mu_new)))
+    mu_codes, mu_scale, mu_t = buf.store(mu_new, mu_key, state.mu)
     count_inc = optax.safe_increment(state.count)
     mu_hat = corrected_momentum(mu_t, updates, beta, count_inc, nesterov)
     new_updates = jax.tree.map(

@@ -31,6 +31,7 @@ References:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Any, ClassVar
 
@@ -335,6 +336,37 @@ def quantize_bits(
   x = jnp.asarray(x)
   _check_float(x)
   check_widths(exp_bits, man_bits, max_value)
+  if rounding == "stochastic":
+    if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)):
+      raise TypeError(f"offset must be an int (an element index), got {offset!r}")
+    if isinstance(key, (int, np.integer)):
+      key = as_key(key)  # an int seed: a key here, not an int32 operand of the jit below
+  else:
+    key, offset = None, 0  # unused: one compiled (and traced) program for every key and offset
+  widths = (exp_bits, man_bits, max_value)
+  # Python numbers stay static (E = 8 with M >= 1 skips the tiny-value path); arrays and
+  # tracers are operands.
+  static = tuple(w if _is_static(w) else None for w in widths)
+  operands = tuple(None if _is_static(w) else w for w in widths)
+  return _quantize_bits_jit(x, operands, key, static=static, rounding=rounding, offset=offset)
+
+
+def _is_static(value: Any) -> bool:
+  return value is None or (isinstance(value, (int, float, np.integer, np.floating))
+                           and not isinstance(value, bool))
+
+
+# One jitted function, so that a call inside another trace (an optimizer step in a scanned,
+# vmapped sweep quantizes G, M, V and W of every leaf at every such call) reuses jit's
+# cached jaxpr of an earlier call with the same shapes and static arguments, and its
+# batched form under vmap, instead of tracing and batching the rounding's few dozen jnp
+# operations again. It stays a call in the staged program (XLA inlines it when compiling);
+# the rounding is integer arithmetic, so the values are those of the inlined code bit for
+# bit. Called eagerly it is one compiled program rather than one per operation.
+@functools.partial(jax.jit, static_argnames=("static", "rounding", "offset"))
+def _quantize_bits_jit(x, operands, key, *, static, rounding, offset):
+  exp_bits, man_bits, max_value = (s if o is None else o for s, o in zip(static, operands,
+                                                                          strict=True))
   rbits = None
   if rounding == "stochastic":
     rbits = random_bits(key, x.shape, offset)

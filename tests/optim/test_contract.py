@@ -42,15 +42,19 @@ OPTIMIZERS = {
 }
 NAMES = sorted(OPTIMIZERS)
 
+# Each test runs every optimizer (each on its own params and state) in one compiled program,
+# one per dtype where the test has dtypes, and asserts per optimizer, naming it: one program
+# instead of one per optimizer saves each program's fixed tracing, lowering and compiling
+# costs, which at these sizes are much of a program's cost.
 
-def _cases(dtypes):
-  """``(dtype, name)`` pairs; the fused variants in float32 only.
+
+def _names(dtype=jnp.float32):
+  """The optimizers run at ``dtype``: the fused variants in float32 only.
 
   With bfloat16 / float16 params they run the jnp chain (the kernel covers float32; see
   test_quantized_adam.py's fallback test), i.e. the very program of their unfused twin.
   """
-  return [pytest.param(d, n, id=f"{jnp.dtype(d).name}-{n}") for d in dtypes for n in NAMES
-          if d == jnp.float32 or not n.endswith("_fused")]
+  return [n for n in NAMES if dtype == jnp.float32 or not n.endswith("_fused")]
 
 
 def _make(name, **overrides):
@@ -66,87 +70,116 @@ def _mixed_problem(dtype=jnp.float32):
   return params, target, loss
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_extra_args_jit_and_no_recompilation(name):
-  opt = _make(name)
+def _same_shapes_and_dtypes(name, a, b):
+  try:
+    chex.assert_trees_all_equal_shapes_and_dtypes(a, b)  # structure included
+  except AssertionError as err:
+    raise AssertionError(f"{name}: {err}") from err
+
+
+def test_extra_args_jit_and_no_recompilation():
+  opts = {n: _make(n) for n in NAMES}
   params, _, loss = _mixed_problem()
-  chex.clear_trace_counter()  # the footprint is shared by every parametrization
+  chex.clear_trace_counter()
 
   @jax.jit
   @chex.assert_max_traces(n=1)  # a second trace (state structure or dtype drift) raises
-  def step(p, s):
-    u, s = opt.update(jax.grad(loss)(p), s, p, unexpected_extra_arg=1)
-    return optax.apply_updates(p, u), s
+  def step(ps, states):
+    out = {n: opt.update(jax.grad(loss)(ps[n]), states[n], ps[n], unexpected_extra_arg=1)
+           for n, opt in opts.items()}
+    return ({n: optax.apply_updates(ps[n], u) for n, (u, _) in out.items()},
+            {n: s for n, (_, s) in out.items()})
 
-  p, s = step(params, opt.init(params))
+  s0 = jax.jit(lambda p: {n: opt.init(p) for n, opt in opts.items()})(params)
+  p, s = step({n: params for n in opts}, s0)
   for _ in range(2):
+    for n in NAMES:  # names the optimizer whose state drifted (the step would retrace)
+      _same_shapes_and_dtypes(n, s[n], s0[n])
     p, s = step(p, s)
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_converges_inside_chain(name):
-  opt = optax.chain(optax.clip_by_global_norm(10.0), _make(name, learning_rate=3e-2))
+def test_converges_inside_chain():
+  opts = {n: optax.chain(optax.clip_by_global_norm(10.0), _make(n, learning_rate=3e-2))
+          for n in NAMES}
   params, target, loss = _mixed_problem()
 
-  def body(carry, _):
-    p, s = carry
-    u, s = opt.update(jax.grad(loss)(p), s, p)
-    return (optax.apply_updates(p, u), s), None
+  def run(opt, p, s):
+    def body(carry, _):
+      p, s = carry
+      u, s = opt.update(jax.grad(loss)(p), s, p)
+      return (optax.apply_updates(p, u), s), None
+    return jax.lax.scan(body, (p, s), length=600)[0][0]
 
-  s = optax.tree.map_params(opt, lambda v: v, opt.init(params))
-  (p, _), _ = jax.jit(lambda p, s: jax.lax.scan(body, (p, s), length=600))(params, s)
-  for a, b in zip(jax.tree.leaves(p), jax.tree.leaves(target), strict=True):
-    np.testing.assert_allclose(a, b, atol=5e-2)
+  final = jax.jit(lambda p: {n: run(opt, p, optax.tree.map_params(opt, lambda v: v, opt.init(p)))
+                             for n, opt in opts.items()})(params)
+  for n in NAMES:
+    for a, b in zip(jax.tree.leaves(final[n]), jax.tree.leaves(target), strict=True):
+      np.testing.assert_allclose(a, b, atol=5e-2, err_msg=n)
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_inject_hyperparams_matches(name):
-  factory, kwargs = OPTIMIZERS[name]
-  static = ["ns_steps"] if factory is quantized_muon else []  # as optax: seed is injected too
-  opt = factory(**kwargs)
-  opt_inject = optax.inject_hyperparams(factory, static_args=static)(**kwargs)
+def test_inject_hyperparams_matches():
   params = {"a": -jnp.ones((2, 3)), "b": jnp.ones((5,))}
   grads = {"a": jnp.ones((2, 3)), "b": -jnp.linspace(0.1, 1.0, 5)}
-  # both optimizers' init and update in one compiled program (one compile per case)
-  (u, s), (ui, si) = jax.jit(lambda g, p: tuple(o.update(g, o.init(p), p)
-                                                 for o in (opt, opt_inject)))(grads, params)
-  chex_close = functools.partial(np.testing.assert_allclose, rtol=1e-5, atol=1e-6)
-  jax.tree.map(chex_close, ui, u)
-  jax.tree.map(lambda a, b: chex_close(np.asarray(a, np.float64), np.asarray(b, np.float64)),
-               si.inner_state, s)
+  pairs = {}
+  for n in NAMES:
+    factory, kwargs = OPTIMIZERS[n]
+    static = ["ns_steps"] if factory is quantized_muon else []  # as optax: seed is injected too
+    pairs[n] = (factory(**kwargs),
+                optax.inject_hyperparams(factory, static_args=static)(**kwargs))
+  # every optimizer's and its injected twin's init and update in one compiled program
+  out = jax.jit(lambda g, p: {n: tuple(o.update(g, o.init(p), p) for o in pair)
+                              for n, pair in pairs.items()})(grads, params)
+  for n, ((u, s), (ui, si)) in out.items():
+    close = functools.partial(np.testing.assert_allclose, rtol=1e-5, atol=1e-6, err_msg=n)
+    jax.tree.map(close, ui, u)
+    jax.tree.map(lambda a, b, close=close: close(np.asarray(a, np.float64),
+                                                 np.asarray(b, np.float64)),
+                 si.inner_state, s)
 
 
-@pytest.mark.parametrize("dtype, name", _cases([jnp.bfloat16, jnp.float32]))
-def test_preserve_dtype_and_multisteps(name, dtype):
-  opt = _make(name)
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float32], ids=lambda d: jnp.dtype(d).name)
+def test_preserve_dtype_and_multisteps(dtype):
   params = {"m": jnp.array([[1.0, 2.0], [3.0, 4.0]], dtype), "v": jnp.array([1.0, 2.0], dtype)}
-  grads = jax.grad(lambda p: sum(jnp.sum(x.astype(jnp.float32) ** 2)
-                                 for x in jax.tree.leaves(p)))(params)
-  multi = optax.MultiSteps(opt, every_k_schedule=4)
-  # the optimizer's and MultiSteps' first updates in one compiled program
-  updates, multi_updates = jax.jit(lambda g, p: tuple(o.update(g, o.init(p), p)[0]
-                                                      for o in (opt, multi)))(grads, params)
-  for u, p in zip(jax.tree.leaves(updates), jax.tree.leaves(params), strict=True):
-    assert u.dtype == p.dtype
-  for u in jax.tree.leaves(multi_updates):
-    np.testing.assert_array_equal(u, jnp.zeros_like(u))
+  grad = jax.grad(lambda p: sum(jnp.sum(x.astype(jnp.float32) ** 2) for x in jax.tree.leaves(p)))
+  pairs = {}
+  for n in _names(dtype):
+    opt = _make(n)
+    pairs[n] = (opt, optax.MultiSteps(opt, every_k_schedule=4))
+  # every optimizer's and its MultiSteps' first updates in one compiled program
+  out = jax.jit(lambda p: {n: tuple(o.update(grad(p), o.init(p), p)[0] for o in pair)
+                           for n, pair in pairs.items()})(params)
+  for n, (updates, multi_updates) in out.items():
+    for u, p in zip(jax.tree.leaves(updates), jax.tree.leaves(params), strict=True):
+      assert u.dtype == p.dtype, (n, u.dtype, p.dtype)
+    for u in jax.tree.leaves(multi_updates):
+      np.testing.assert_array_equal(u, jnp.zeros_like(u), err_msg=n)
 
 
-@pytest.mark.parametrize("dtype, name", _cases([jnp.float16, jnp.bfloat16, jnp.float32]))
-def test_state_shape_dtype_stability(name, dtype):
-  opt = _make(name)
+@pytest.mark.parametrize("dtype", [jnp.float16, jnp.bfloat16, jnp.float32],
+                         ids=lambda d: jnp.dtype(d).name)
+def test_state_shape_dtype_stability(dtype):
+  opts = {n: _make(n) for n in _names(dtype)}
   params, _, loss = _mixed_problem(dtype)
 
   @jax.jit
-  def step(p, s):
-    g = jax.grad(lambda q: loss(q).astype(jnp.float32))(p)
+  def step(ps, states):
+    g = {n: jax.grad(lambda q: loss(q).astype(jnp.float32))(p) for n, p in ps.items()}
     cond = jax.random.randint(jax.random.key(0), (), 0, 2) == 0
-    u, s2 = jax.lax.cond(cond, lambda: opt.update(g, s, p), lambda: (p, s))
-    return optax.apply_updates(p, u), s2
+    out = {}
+    for n, opt in opts.items():
+      try:  # cond's branches must agree: the state's structure, shapes and dtypes are stable
+        u, s2 = jax.lax.cond(cond, lambda n=n, opt=opt: opt.update(g[n], states[n], ps[n]),
+                             lambda n=n: (ps[n], states[n]))
+      except TypeError as err:
+        raise AssertionError(f"{n}: {err}") from err
+      out[n] = (optax.apply_updates(ps[n], u), s2)
+    return {n: o[0] for n, o in out.items()}, {n: o[1] for n, o in out.items()}
 
-  s0 = opt.init(params)
-  p, s = params, s0
+  s0 = jax.jit(lambda p: {n: opt.init(p) for n, opt in opts.items()})(params)
+  p, s = {n: params for n in opts}, s0
   for _ in range(2):
     p, s = step(p, s)
-    assert all(leaf.dtype == dtype for leaf in jax.tree.leaves(p))
-  chex.assert_trees_all_equal_shapes_and_dtypes(s, s0)  # structure included
+    for n in opts:
+      assert all(leaf.dtype == dtype for leaf in jax.tree.leaves(p[n])), n
+  for n in opts:
+    _same_shapes_and_dtypes(n, s[n], s0[n])
