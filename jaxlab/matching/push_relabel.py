@@ -89,7 +89,7 @@ import numpy as np
 
 from jaxlab.core.rng import hash_bits
 from jaxlab.matching.exact import insert_exact
-from jaxlab.matching.state import MatchConfig, MatchState, distance_row, first_index
+from jaxlab.matching.state import MatchConfig, MatchState, distance_row
 from kernels_pallas.matching import round_proposals
 
 _BIG = np.int32(2**30)
@@ -270,8 +270,14 @@ def _place(state: MatchState, row: jax.Array) -> MatchState:
     eligible = is_free | (pr.level[jnp.maximum(holder, 0)] >= l)
     slack = dl - yf - pr.y_s[l]
     adm = eligible & (slack == -1)
-    has_free, has_any = jnp.any(adm & is_free), jnp.any(adm)
-    s = jnp.where(has_free, first_index(adm & is_free), first_index(adm))
+    # One search for the server: the first admissible free one, else the first admissible
+    # one (0 if none), as one min over n + n ranks (each n-wide reduction recomputes the
+    # scaled costs, so this is cheaper than two any's and two first_index's).
+    n = cfg.num_servers
+    pos = jnp.arange(n, dtype=jnp.int32)
+    key = jnp.min(jnp.where(adm, jnp.where(is_free, pos, n + pos), 2 * n))
+    has_any = key < 2 * n
+    s = jnp.where(key < n, key, jnp.where(has_any, key - n, 0))
 
     # The step: 0 move up (the dual hit y_max(l): it keeps trunc(y_max(l)), continues one
     # level up), 1 push (match f to s; the evicted holder, if any, continues at its level),
