@@ -89,7 +89,7 @@ import numpy as np
 
 from jaxlab.core.rng import hash_bits
 from jaxlab.matching.exact import insert_exact
-from jaxlab.matching.state import MatchConfig, MatchState, distance_row, first_index
+from jaxlab.matching.state import MatchConfig, MatchState, distance_row
 from kernels_pallas.matching import round_proposals
 
 _BIG = np.int32(2**30)
@@ -260,6 +260,8 @@ def _place(state: MatchState, row: jax.Array) -> MatchState:
                    level=pr.level.at[row].set(0))
 
   def body(c: _Loop) -> _Loop:
+    # A step writes a few scalars (one dual, one level, one server dual, two matching
+    # entries), chosen by a switch over the step's kind and written after it.
     f, l, pr = c.free, c.lvl, c.pr
     yf = pr.y_r[l, f]
     dl = scaled_cost_at(cfg, distance_row(state, state.requests[f]), pr.omega, l)
@@ -268,35 +270,61 @@ def _place(state: MatchState, row: jax.Array) -> MatchState:
     eligible = is_free | (pr.level[jnp.maximum(holder, 0)] >= l)
     slack = dl - yf - pr.y_s[l]
     adm = eligible & (slack == -1)
-    has_free, has_any = jnp.any(adm & is_free), jnp.any(adm)
-    s = jnp.where(has_free, first_index(adm & is_free), first_index(adm))
-    pr = pr._replace(steps=pr.steps + 1)
+    # One search for the server: the first admissible free one, else the first admissible
+    # one (0 if none), as one min over n + n ranks (each n-wide reduction recomputes the
+    # scaled costs, so this is cheaper than two any's and two first_index's).
+    n = cfg.num_servers
+    pos = jnp.arange(n, dtype=jnp.int32)
+    key = jnp.min(jnp.where(adm, jnp.where(is_free, pos, n + pos), 2 * n))
+    has_any = key < 2 * n
+    s = jnp.where(key < n, key, jnp.where(has_any, key - n, 0))
 
-    def move_up(c):  # the dual hit y_max(l): it keeps trunc(y_max(l)), continue one level up
-      y_r = c.pr.y_r.at[l, f].set(y_max_int[l])
-      return c._replace(pr=pr._replace(y_r=y_r, level=pr.level.at[f].set(l + 1)), lvl=l + 1)
-
-    def push(c):  # match f to s; the evicted holder (if any) continues at its level
-      evicted = holder[s]
-      server_of = c.server_of.at[jnp.where(evicted >= 0, evicted, cfg.capacity)].set(
-          -1, mode="drop").at[f].set(s)
-      return _Loop(holder.at[s].set(f), server_of, pr._replace(y_s=pr.y_s.at[l, s].add(-1)),
-                   evicted, jnp.where(evicted >= 0, pr.level[jnp.maximum(evicted, 0)], l))
-
-    def relabel(c):  # raise y(f) until an eligible edge becomes admissible
-      min_slack = jnp.min(jnp.where(eligible, slack, _BIG))
-      return c._replace(pr=pr._replace(y_r=pr.y_r.at[l, f].add(min_slack + 1)))
-
-    def overflow(c):  # top_level="raise": past the top level the C++ code exits; stop, flag
-      return c._replace(pr=pr._replace(overflowed=jnp.ones((), bool)), free=jnp.int32(-1))
-
+    # The step: 0 move up (the dual hit y_max(l): it keeps trunc(y_max(l)), continues one
+    # level up), 1 push (match f to s; the evicted holder, if any, continues at its level),
+    # 2 relabel (raise y(f) until an eligible edge becomes admissible), 3 overflow
+    # (top_level="raise": past the top level the C++ code exits; stop, flag).
     at_max = yf >= y_max_ceil[l]  # y >= y_max(l), exactly
     step = jnp.where(has_any, 1, 2)
     if cfg.top_level == "raise":
       branch = jnp.where(at_max, jnp.where(l < top, 0, 3), step)
-      return jax.lax.switch(branch, (move_up, push, relabel, overflow), c)
-    branch = jnp.where(at_max & (l < top), 0, step)  # "stay": the top level keeps going
-    return jax.lax.switch(branch, (move_up, push, relabel), c)
+    else:
+      branch = jnp.where(at_max & (l < top), 0, step)  # "stay": the top level keeps going
+    evicted = holder[s]
+    e = jnp.maximum(evicted, 0)
+
+    # Each kind returns the scalars it writes: (y_l(f), level(f), y_l(s), holder of s,
+    # server of e, server of f, next free request, its level), e = the evicted holder or 0
+    # (then rewritten unchanged). Reading them inside the switch orders every read of the
+    # carry before the writes below, so XLA updates the carry in place; branches that
+    # returned the whole carry made it copy the dual tables and matching arrays every step.
+    def unchanged():
+      return (yf, pr.level[f], pr.y_s[l, s], evicted, c.server_of[e], c.server_of[f], f, l)
+
+    def move_up():
+      return (y_max_int[l], l + 1) + unchanged()[2:7] + (l + 1,)
+
+    def push():  # f held no server, so f != e whenever e is evicted
+      nxt = jnp.where(evicted >= 0, pr.level[e], l)
+      return (yf, pr.level[f], pr.y_s[l, s] - 1, f,
+              jnp.where(evicted >= 0, -1, c.server_of[e]), s, evicted, nxt)
+
+    def relabel():  # raise y(f) until an eligible edge becomes admissible
+      min_slack = jnp.min(jnp.where(eligible, slack, _BIG))
+      return (yf + (min_slack + 1),) + unchanged()[1:]
+
+    def overflow():
+      return unchanged()[:6] + (jnp.int32(-1), l)
+
+    kinds = (move_up, push, relabel, overflow)[:4 if cfg.top_level == "raise" else 3]
+    v = jax.lax.switch(branch, kinds)
+    put = lambda a, i, x: jax.lax.dynamic_update_slice(a, jnp.reshape(x, (1,) * a.ndim), i)
+    pr = pr._replace(y_r=put(pr.y_r, (l, f), v[0]), level=put(pr.level, (f,), v[1]),
+                     y_s=put(pr.y_s, (l, s), v[2]), steps=pr.steps + 1,
+                     overflowed=pr.overflowed | (branch == 3))
+    request_of = put(holder, (s,), v[3])
+    server_of = put(put(c.server_of, (e,), v[4]), (f,), v[5])
+    free, lvl = v[6], v[7]
+    return _Loop(request_of, server_of, pr, free, lvl)
 
   init = _Loop(state.request_of, state.server_of, pr, row, jnp.int32(0))
   out = jax.lax.while_loop(lambda c: (c.free >= 0) & ~c.pr.overflowed, body, init)
