@@ -88,9 +88,9 @@ def test_components_of_the_symmetric_difference():
 
 
 def test_candidates_rank_by_ratio_within_the_steps_budget():
-  def run(setting, ratio, steps):
-    return {"family": "uniform", "n": 10, "setting": list(setting),
-            "final": {"ratio": ratio, "steps": steps}}
+  def run(setting, ratio, steps, cost=None):
+    return {"family": "uniform", "n": 10, "seed": 0, "setting": list(setting),
+            "final": {"ratio": ratio, "steps": steps, "cost": ratio if cost is None else cost}}
 
   fast, slow, worse = (0.4, 0.001, 5), (0.05, 0.001, 5), (0.8, 0.001, 5)
   runs = [run(D.PAPER, 1.02, 1.0), run(fast, 1.01, 1.5), run(slow, 1.001, 9.0),
@@ -98,3 +98,9 @@ def test_candidates_rank_by_ratio_within_the_steps_budget():
   assert D.candidates(runs, 1, 10.0) == [slow]  # the best, within the budget
   assert D.candidates(runs, 1, 2.0) == [fast]  # the slow one is over the budget
   assert D.candidates(runs, 2, 2.0) == [fast, worse]
+  # a setting ending in the same matching as one already chosen is skipped
+  twin = (0.8, 0.1, 5)
+  runs.append(run(twin, 1.01, 1.5, cost=1.01))
+  assert D.candidates(runs, 2, 2.0) == [fast, worse]
+  assert D.candidates(runs + [run((0.3, 0.001, 5), 1.02, 1.0, cost=1.02)], 3, 2.0) == [
+      fast, worse]  # the paper's own matching too
