@@ -291,9 +291,26 @@ def doublings(run: dict) -> list[float]:
   return out
 
 
+SUMMARY_AT = (0.5, 0.9, 0.95, 1.0)
+
+
+def scales(c: dict) -> dict:
+  """A checkpoint's cost / OPT and the scales that set it, in units of the optimum's mean
+  edge ``OPT / k``: the largest optimal dual, push-relabel's level-0 unit, and the excess
+  per edge in units (``ratio - 1 = excess_units_per_edge * unit_over_edge``)."""
+  edge = c["opt"] / c["k"]
+  return {"ratio": c["ratio"], "omega_over_opt": c["omega"] / c["opt"],
+          "dual_over_edge": c["exact_u_max"] / edge, "unit_over_edge": c["unit"] / edge,
+          "excess_units_per_edge": c["excess_units_per_edge"], "restarts": c["restarts"],
+          "above_level0": sum(c["level_count"][1:]),
+          "upper_share": c["components"]["upper_share"]}
+
+
 def trace_summary(run: dict) -> dict:
-  """Where the cost grows: the largest checkpoint-to-checkpoint rises of cost / OPT, and
-  the final shares of the excess by level and by arrival decile."""
+  """Where the cost grows: the largest checkpoint-to-checkpoint rises of cost / OPT,
+  :func:`scales` at 0.5n, 0.9n, 0.95n and n, how many checkpoints found a request above
+  level 0 (and the largest share of the excess its chain held), and the final shares of
+  the excess by level and by arrival decile."""
   tr = run["trace"]
   ratio = np.array([c["ratio"] for c in tr])
   rise = np.diff(ratio, prepend=1.0)
@@ -310,6 +327,9 @@ def trace_summary(run: dict) -> dict:
       "level_count": final["level_count"],
       "decile_excess_share": [x / excess for x in final["decile_excess"]],
       "omega_over_opt": final["omega"] / final["opt"],
+      "at": {str(f): scales(_at(run, f)) for f in SUMMARY_AT},
+      "checkpoints_above_level0": sum(sum(c["level_count"][1:]) > 0 for c in tr),
+      "max_upper_share": max(c["components"]["upper_share"] for c in tr),
   }
 
 
@@ -335,22 +355,26 @@ def grid_table(runs: list[dict], target: float | None = None) -> str:
 
 def trace_table(runs: list[dict]) -> str:
   head = ("| family | n | seed | cost/OPT 0.5n | 0.9n | 0.95n | n | omega doublings after 0.5n "
-          "(at arrivals / n) | omega / OPT | requests above level 0 | excess in chains above "
-          "level 0 | largest chain: excess share (requests) | excess of the last 10% "
-          "of arrivals | biggest rise |")
-  lines = [head, "|" + "---|" * 14]
+          "(at arrivals / n) | omega / OPT at n | largest optimal dual / mean edge, 0.5n; n | "
+          "unit / mean edge at n | excess per edge at n (units) | checkpoints with a request "
+          "above level 0 (its chain's largest excess share) | largest chain at n: excess "
+          "share (requests) | biggest rise |")
+  lines = [head, "|" + "---|" * 15]
   for r in runs:
     s = trace_summary(r)
     late = [f"{x:.2f}" for x in s["doublings_at"] if x > 0.5]
     comp = r["final"]["components"]
+    half, end = s["at"]["0.5"], s["at"]["1.0"]
     j = s["jumps"][0]
     lines.append("| " + " | ".join([
         r["family"], str(r["n"]), str(r["seed"]),
-        *[f"{_at(r, f)['ratio']:.3f}" for f in (0.5, 0.9, 0.95, 1.0)],
-        f"{len(late)} ({', '.join(late)})", f"{s['omega_over_opt']:.2f}",
-        str(sum(s["level_count"][1:])), f"{100 * comp['upper_share']:.0f}%",
+        *[f"{s['at'][str(f)]['ratio']:.3f}" for f in SUMMARY_AT],
+        f"{len(late)} ({', '.join(late)})", f"{end['omega_over_opt']:.2f}",
+        f"{half['dual_over_edge']:.1f}; {end['dual_over_edge']:.1f}",
+        f"{end['unit_over_edge']:.3f}", f"{end['excess_units_per_edge']:.3f}",
+        f"{s['checkpoints_above_level0']}/{r['points']} "
+        f"({100 * s['max_upper_share']:.0f}%)",
         f"{100 * comp['top1_share']:.0f}% ({comp['top1_size']})",
-        f"{100 * s['decile_excess_share'][-1]:.0f}%",
         f"{j['from']:.3f} -> {j['to']:.3f} at {j['at']:.2f}n "
         f"({j['doublings']} doubling{'s' if j['doublings'] != 1 else ''})"]) + " |")
   return "\n".join(lines)
@@ -396,17 +420,20 @@ def plot(result: dict, out: str) -> list[str]:
   fig.savefig(paths[-1], dpi=120)
   plt.close(fig)
 
-  # 3. the settings: cost / OPT against time
-  fig, ax = plt.subplots(figsize=(6.5, 4.2))
-  for stage, marker in (("grid", "o"), ("big", "s")):
-    for (_, n, setting), g in _group(result[stage]).items():
-      ax.scatter(_mean(g, "time_s"), _mean(g, "ratio"), marker=marker,
-                 color="C3" if setting == PAPER else "C0")
-      ax.annotate(f"{setting_name(setting)}, n={n}", (_mean(g, "time_s"), _mean(g, "ratio")),
-                  fontsize=5)
-  ax.axhline(TARGET, color="gray", ls="--", lw=0.8)
-  ax.set(xscale="log", xlabel="time for all n insertions (s)", ylabel="final cost / OPT",
-         title="Settings (red: the paper's; squares: n = big_n)")
+  # 3. the settings: cost / OPT against steps, at grid_n and at big_n
+  fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+  for ax, stage in zip(axes, ("grid", "big"), strict=True):
+    for k, ((_, _, setting), g) in enumerate(_group(result[stage]).items()):
+      x, y = _mean(g, "steps"), _mean(g, "ratio")
+      paper = setting == PAPER
+      ax.scatter(x, y, color="C3" if paper else "C0", zorder=3 if paper else 2)
+      ax.annotate("/".join(f"{v:g}" for v in setting), (x, y), fontsize=6,
+                  xytext=(3, 3 - 8 * (k % 2)), textcoords="offset points")
+    ax.axhline(TARGET, color="gray", ls="--", lw=0.8)
+    ax.set(xscale="log", xlabel="steps (pushes, relabels, level moves)",
+           ylabel="final cost / OPT",
+           title=f"{stage}: uniform, n={result['config'][stage + '_n']} (eps/delta/levels; "
+                 "red: paper)")
   fig.tight_layout()
   paths.append(os.path.join(out, "settings.png"))
   fig.savefig(paths[-1], dpi=120)
