@@ -395,7 +395,7 @@ def plot(result: dict, out: str) -> list[str]:
       for d in doublings(r):
         if d > 0.1:
           ax.axvline(d, color=line.get_color(), ls=":", lw=0.8)
-    ax.set(title=f"{fam}, n={traces[0]['n']}: cost / OPT (dotted: omega doublings)",
+    ax.set(title=f"{fam}, n={traces[0]['n']} (dotted: omega doublings)",
            xlabel="arrivals / n", ylabel="cost / OPT of the prefix")
     ax.legend(fontsize=7)
   fig.tight_layout()
@@ -412,6 +412,8 @@ def plot(result: dict, out: str) -> list[str]:
     ax.plot(x, [c["y0_max"] for c in r["trace"]], label="largest level-0 dual (push-relabel)")
     ax.plot(x, [c["y0_reach"] for c in r["trace"]], label="y_max(0) x unit (doubles omega)")
     ax.plot(x, [100 * c["unit"] for c in r["trace"]], label="100 x unit = eps omega / 2n")
+    ax.plot(x, [100 * c["opt"] / c["k"] for c in r["trace"]], ls="--",
+            label="100 x mean optimal edge OPT / k")
     ax.set(title=f"{fam}, n={r['n']}, seed {r['seed']}", xlabel="arrivals / n",
            ylabel="distance", yscale="log")
     ax.legend(fontsize=7)
@@ -449,10 +451,12 @@ def plot(result: dict, out: str) -> list[str]:
         continue
       seen[key] = True
       f = r["final"]
-      ax.scatter(r["n"] * f["unit"] / f["opt"], f["ratio"] - 1, s=12,
-                 color="C1" if r["family"] == "clustered" else "C0")
+      ax.scatter(r["n"] * f["unit"] / f["opt"], f["ratio"] - 1, s=14,
+                 color="C1" if r["family"] == "clustered" else "C0",
+                 marker="x" if sum(f["level_count"][1:]) else "o")
   ax.set(xscale="log", yscale="log", xlabel="n x unit / OPT = eps omega / (2 OPT)",
-         ylabel="cost / OPT - 1", title="Excess vs level-0 resolution (orange: clustered)")
+         ylabel="cost / OPT - 1",
+         title="Excess vs level-0 unit (orange: clustered;\nx: a request above level 0 at the end)")
   fig.tight_layout()
   paths.append(os.path.join(out, "excess_vs_unit.png"))
   fig.savefig(paths[-1], dpi=120)
@@ -534,8 +538,9 @@ def main(argv=None) -> dict:
             "big": grid_table(result["big"], TARGET),
             "trace": trace_table(result["trace"])}
   result["wall_time_s"] = time.time() - start
-  result["compute_time_s"] = sum(r["time_s"] for s in ("grid", "big", "trace")
-                                 for r in result[s])
+  unique = {_key(r["family"], r["n"], r["seed"], r["setting"], r["points"]): r["time_s"]
+            for s in ("grid", "big", "trace") for r in result[s]}  # a run in two stages once
+  result["compute_time_s"] = sum(unique.values())
   result["machine"] = {"backend": jax.default_backend(), "jax": jax.__version__}
   result["figures"] = plot(result, args.out) if result["trace"] and result["grid"] else []
   result = save_json(os.path.join(args.out, "results.json"), result, "matching_diagnosis", argv)
