@@ -12,9 +12,10 @@ import pytest
 import experiments
 from experiments.common import ExperimentCLI, _kind
 
-# packages (experiments/cpp: the official C++ program's build) are helpers, not scripts
+# scripts only: packages (experiments/cpp, the official C++ program's build) are helpers,
+# docs is the doc generator
 MODULES = sorted(m.name for m in pkgutil.iter_modules(experiments.__path__)
-                 if not m.ispkg and m.name not in ("common", "__init__", "docs"))  # docs: a doc generator
+                 if not m.ispkg and m.name not in ("common", "__init__", "docs"))
 
 
 def _changed(value, kind, elem, choices):
