@@ -93,7 +93,7 @@ def setup(cfg: dict) -> tuple[mt.MarkovTextSpec, tfm.TransformerConfig]:
   spec = mt.MarkovTextSpec(vocab_size=cfg["vocab"], branching=3,
                            global_branching=min(8, cfg["vocab"]), global_prob=0.5)
   model = tfm.TransformerConfig(cfg["vocab"], cfg["d_model"], cfg["heads"], cfg["layers"],
-                                cfg["seq_len"])
+                                cfg["seq_len"], positions="learned")  # as the recorded runs
   return spec, model
 
 

@@ -65,8 +65,13 @@ class Net(struct.PyTreeNode):
     graphdef, params = nnx.split(module)
     return cls(graphdef=graphdef, params=params)
 
-  def __call__(self, *args, params: Any = None) -> jax.Array:
-    return nnx.merge(self.graphdef, self.params if params is None else params)(*args)
+  def __call__(self, *args, params: Any = None, **kwargs) -> jax.Array:
+    return self.module(params)(*args, **kwargs)
+
+  def module(self, params: Any = None) -> nnx.Module:
+    """The module rebuilt with ``params`` (default ``self.params``), to call its other
+    methods, e.g. ``net.module().forward(tokens, return_attention=True)``."""
+    return nnx.merge(self.graphdef, self.params if params is None else params)
 
   def __iter__(self):
     """Unpacks as ``graphdef, params = net``: code written for the older bare pair

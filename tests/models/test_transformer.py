@@ -1,5 +1,7 @@
 """The tiny transformer LM: shapes, causality, loss at init, and that AdamW learns."""
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -11,6 +13,8 @@ from scipy.special import log_softmax
 from jaxlab.models import Transformer, TransformerConfig, next_token_loss, transformer
 
 CFG = TransformerConfig(vocab_size=32, d_model=16, num_heads=2, num_layers=2, seq_len=12)
+LEARNED = TransformerConfig(vocab_size=32, d_model=16, num_heads=2, num_layers=2, seq_len=12,
+                            positions="learned")  # GPT-2's table (TREC's setting)
 NET = transformer.create(CFG, jax.random.key(0))
 APPLY = jax.jit(lambda params, x: NET(x, params=params))  # one compile per input shape
 LOSS = jax.jit(lambda params, x: next_token_loss(NET.replace(params=params), x))
@@ -70,7 +74,10 @@ def test_create_holds_the_modules_parameters():
   assert jax.tree.structure(state) == jax.tree.structure(NET.params)
   for a, b in zip(jax.tree.leaves(state), jax.tree.leaves(NET.params), strict=True):
     np.testing.assert_array_equal(a, b)
-  assert sum(x.size for x in jax.tree.leaves(NET.params)) == (
+  learned = transformer.create(LEARNED, jax.random.key(0))  # RoPE has no position table
+  assert sum(x.size for x in jax.tree.leaves(learned.params)) - 12 * 16 == sum(
+      x.size for x in jax.tree.leaves(NET.params))
+  assert sum(x.size for x in jax.tree.leaves(learned.params)) == (
       32 * 16 + 12 * 16 + 2 * (4 * 16 + 16 * 48 + 48 + 16 * 16 + 16 + 16 * 64 + 64 + 64 * 16 + 16)
       + 2 * 16 + 16 * 32 + 32)
 
@@ -82,5 +89,130 @@ def test_bad_config_and_input():
     TransformerConfig(vocab_size=8, d_model=8, num_heads=2, num_layers=1, seq_len=0)
   with pytest.raises(ValueError, match="vocab_size"):
     TransformerConfig(vocab_size=2.5, d_model=8, num_heads=2, num_layers=1, seq_len=4)
-  with pytest.raises(ValueError, match="seq_len"):
-    APPLY(NET.params, _tokens(jax.random.key(0), (1, 13)))
+  with pytest.raises(ValueError, match="seq_len"):  # learned positions end at seq_len
+    transformer.create(LEARNED, jax.random.key(0))(_tokens(jax.random.key(0), (1, 13)))
+  with pytest.raises(ValueError, match="positions must be one of"):
+    TransformerConfig(vocab_size=8, d_model=8, num_heads=2, num_layers=1, seq_len=4,
+                      positions="alibi")
+  with pytest.raises(ValueError, match="rope_sections"):
+    TransformerConfig(vocab_size=8, d_model=8, num_heads=2, num_layers=1, seq_len=4,
+                      rope_sections=(1, 1, 1))
+  with pytest.raises(ValueError, match="context must be given"):
+    NET(_tokens(jax.random.key(0), (1, 4)), context=jnp.zeros((1, 2, 16)))
+
+
+# ---------------------------------------------------------------- the hooks methods open up
+def test_rope_matches_complex_rotation_and_is_relative():
+  x = np.asarray(jax.random.normal(jax.random.key(5), (2, 5, 3, 8)))
+  pos = np.array([0, 1, 4, 9, 30])
+  ours = np.asarray(transformer.rope(jnp.asarray(x), jnp.asarray(pos), base=100.0))
+  # reference: pair (i, i + D/2) as the complex number x_i + 1j x_{i+D/2}, times e^{i p w_i}
+  w = 100.0 ** (-np.arange(0, 8, 2) / 8)
+  z = (x[..., :4] + 1j * x[..., 4:]) * np.exp(1j * pos[None, :, None, None] * w)
+  np.testing.assert_allclose(ours, np.concatenate([z.real, z.imag], -1), rtol=1e-5, atol=1e-5)
+  # q . k depends on the position difference only
+  q, k = jnp.asarray(x[:, :1]), jnp.asarray(x[:, 1:2])
+  rot = transformer.rope
+  dot = lambda a, b: jnp.sum(rot(q, jnp.array([a])) * rot(k, jnp.array([b])))
+  np.testing.assert_allclose(dot(3, 7), dot(10, 14), rtol=1e-5)
+  # 3-axis RoPE with the same position on every axis is 1-axis RoPE
+  three = transformer.rope(jnp.asarray(x), jnp.repeat(jnp.asarray(pos)[:, None], 3, 1),
+                           base=100.0, sections=(2, 1, 1))
+  np.testing.assert_allclose(three, ours, rtol=1e-6, atol=1e-6)
+
+
+def test_attention_weights_path_equals_dot_product_attention():
+  q, k, v = (jax.random.normal(jax.random.key(i), (2, 4, 2, 8)) for i in range(3))
+  mask = jnp.tril(jnp.ones((4, 4), bool)).at[3, 0].set(False)
+  bias = jax.random.normal(jax.random.key(9), (1, 2, 4, 4))
+  ref = transformer.attention(q, k, v, mask=mask, bias=bias)
+  out, w = transformer.attention(q, k, v, mask=mask, bias=bias, return_weights=True)
+  np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(w.sum(-1), 1.0, rtol=1e-6)
+  assert float(jnp.abs(w[..., 3, 0]).max()) == 0.0 and float(jnp.abs(w[..., 0, 1:]).max()) == 0.0
+
+
+FWD = jax.jit(lambda params, x, **kw: NET.module(params).forward(x, **kw),
+              static_argnames=("causal", "return_hidden", "return_attention"))
+
+
+def test_forward_hidden_attention_masks_and_head_scale():
+  x = _tokens(jax.random.key(6), (2, 6))
+  out = FWD(NET.params, x, return_hidden=True, return_attention=True)
+  logits = APPLY(NET.params, x)
+  np.testing.assert_allclose(out.logits, logits, rtol=1e-5, atol=1e-5)
+  assert out.hidden.shape == (3, 2, 6, 16) and out.attention.shape == (2, 2, 2, 6, 6)
+  model = NET.module()
+  np.testing.assert_allclose(model.head(model.ln_f(out.hidden[-1])), logits, rtol=1e-5, atol=1e-5)
+  assert float(jnp.triu(out.attention, 1).max()) == 0.0  # causal
+  # an explicit lower-triangular mask without the built-in causal one is the same model
+  tril = jnp.tril(jnp.ones((6, 6), bool))
+  np.testing.assert_allclose(FWD(NET.params, x, causal=False, mask=tril).logits, logits,
+                             rtol=1e-5, atol=1e-5)
+  # a bias of -1e9 on a key hides it: equals the mask that drops it
+  drop = tril.at[:, 2].set(False).at[2, 2].set(True)
+  biased = FWD(NET.params, x, bias=jnp.where(drop, 0.0, -1e9)).logits
+  np.testing.assert_allclose(biased, FWD(NET.params, x, mask=drop).logits, rtol=1e-5, atol=1e-5)
+  # head_scale: ones change nothing; zeros cut every token off the others
+  ones = jnp.ones((2, 2, 1))
+  np.testing.assert_allclose(FWD(NET.params, x, head_scale=ones).logits, logits, rtol=1e-6)
+  y = x.at[:, 0].set((x[:, 0] + 1) % CFG.vocab_size)
+  cut = [FWD(NET.params, z, head_scale=0 * ones).logits for z in (x, y)]
+  np.testing.assert_allclose(cut[0][:, 1:], cut[1][:, 1:], rtol=1e-6, atol=1e-6)
+  assert float(jnp.abs(logits - APPLY(NET.params, y))[:, 1:].max()) > 1e-4  # not cut: it sees
+
+
+def test_moe_with_one_expert_is_the_dense_layer():
+  moe_cfg = dataclasses.replace(CFG, num_experts=1, experts_per_token=1)
+  moe = transformer.create(moe_cfg, jax.random.key(1))
+  dense = NET.module()
+  params = nnx.state(transformer.Transformer(moe_cfg, rngs=nnx.Rngs(0)))
+  model = nnx.merge(moe.graphdef, params)
+  for src, dst in zip(dense.blocks, model.blocks, strict=True):  # copy every weight over
+    for name in ("ln1", "attn", "ln2"):
+      nnx.update(getattr(dst, name), nnx.state(getattr(src, name)))
+    dst.moe.w_in[...] = src.fc.kernel[...][None]
+    dst.moe.b_in[...] = src.fc.bias[...][None]
+    dst.moe.w_out[...] = src.proj.kernel[...][None]
+    dst.moe.b_out[...] = src.proj.bias[...][None]
+  for name in ("embed", "ln_f", "head"):
+    nnx.update(getattr(model, name), nnx.state(getattr(dense, name)))
+  x = _tokens(jax.random.key(7), (2, 6))
+  out = jax.jit(lambda m, x: m.forward(x))(moe.replace(params=nnx.state(model)).module(), x)
+  np.testing.assert_allclose(out.logits, APPLY(NET.params, x), rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(out.router_probs, 1.0)
+  assert float(out.aux_loss) == pytest.approx(2.0)  # balanced: 1 per layer
+
+
+def test_moe_routing_and_load_balancing_loss_by_hand():
+  layer = transformer.MoEFeedForward(4, 8, num_experts=3, k=2, renormalize=True,
+                                     rngs=nnx.Rngs(0))
+  x = jax.random.normal(jax.random.key(8), (5, 4))
+  y, probs, aux = layer(x)
+  p = np.asarray(probs, np.float64)
+  top = np.argsort(-p, -1)[:, :2]
+  gates = np.zeros_like(p)
+  for i, (a, b) in enumerate(top):
+    gates[i, [a, b]] = p[i, [a, b]] / (p[i, a] + p[i, b])
+  xs = np.asarray(x, np.float64)
+  w_in, b_in = np.asarray(layer.w_in[...]), np.asarray(layer.b_in[...])
+  w_out, b_out = np.asarray(layer.w_out[...]), np.asarray(layer.b_out[...])
+  experts = [np.asarray(jax.nn.gelu(xs @ w_in[e] + b_in[e])) @ w_out[e] + b_out[e]
+             for e in range(3)]
+  np.testing.assert_allclose(y, sum(gates[:, [e]] * experts[e] for e in range(3)), rtol=1e-4,
+                             atol=1e-6)
+  frac = np.array([(top == e).sum() for e in range(3)]) / 10
+  assert float(aux) == pytest.approx(3 * np.sum(frac * p.mean(0)), rel=1e-5)
+
+
+def test_cross_attention_reads_the_context_and_its_mask():
+  cfg = dataclasses.replace(CFG, num_layers=1, cross_attention=True, context_dim=5)
+  net = transformer.create(cfg, jax.random.key(2))
+  x = _tokens(jax.random.key(9), (2, 4))
+  ctx = jax.random.normal(jax.random.key(10), (2, 3, 5))
+  run = jax.jit(lambda c, m: net(x, context=c, context_mask=m))
+  full = run(ctx, None)
+  assert float(jnp.abs(full - run(ctx.at[:, 1].add(1.0), None)).max()) > 1e-4
+  keep_first = jnp.array([True, False, False])[None, None, None]  # (B, H, T, S) broadcast
+  np.testing.assert_allclose(run(ctx, keep_first), net(x, context=ctx[:, :1]), rtol=1e-5,
+                             atol=1e-6)
