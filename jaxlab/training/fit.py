@@ -140,6 +140,7 @@ def fit(
     grad_norm: bool = False,
     eval_fn: Callable[[Any], Any] | None = None,
     num_evals: int = 1,
+    opt_state: optax.OptState | None = None,
 ) -> FitResult:
   """Runs ``num_steps`` optimizer steps on ``loss_fn`` as one ``lax.scan``.
 
@@ -161,6 +162,8 @@ def fit(
     eval_fn: ``eval_fn(params) -> pytree``, recorded ``num_evals`` times, after
       every ``num_steps / num_evals`` steps (the last after the final step).
     num_evals: number of evaluations (static); must divide ``num_steps``.
+    opt_state: the optimizer state to continue from (default ``optimizer.init(params)``),
+      e.g. across the rollout / update iterations of an RL loop.
 
   Returns:
     A :class:`FitResult`: the final :class:`FitState`, per-step
@@ -205,7 +208,9 @@ def fit(
                    state.step + 1)
     return new, metrics
 
-  init = FitState(params, optimizer.init(params), key, jnp.zeros((), jnp.int32))
+  if opt_state is None:
+    opt_state = optimizer.init(params)
+  init = FitState(params, opt_state, key, jnp.zeros((), jnp.int32))
   if eval_fn is None:
     final, metrics = jax.lax.scan(step, init, batches, length=num_steps)
     return FitResult(final, metrics, None)
