@@ -68,19 +68,23 @@ class Chains(NamedTuple):
   hq_chain: jax.Array  # H, the high-quality domain
 
 
-def sparse_chain(key: jax.Array, vocab_size: int, branching: int) -> jax.Array:
+def sparse_chain(key: jax.Array, vocab_size: int, branching: int,
+                 num_rows: int | None = None) -> jax.Array:
   """A random ``(V, V)`` transition matrix with ``branching`` nonzeros per row.
 
   Each row picks ``branching`` distinct successors uniformly (the top-k of
   uniform noise) and weights them with ``Dirichlet(1)`` (normalized
   exponentials; cheaper than ``jax.random.dirichlet``'s gamma sampler).
+  ``num_rows`` (default ``V``) rows of such sparse distributions, e.g. an HMM's
+  emissions from its hidden states.
   """
+  rows_n = vocab_size if num_rows is None else num_rows
   k_succ, k_w = jax.random.split(key)
-  _, succ = jax.lax.top_k(jax.random.uniform(k_succ, (vocab_size, vocab_size)), branching)
-  e = jax.random.exponential(k_w, (vocab_size, branching))
+  _, succ = jax.lax.top_k(jax.random.uniform(k_succ, (rows_n, vocab_size)), branching)
+  e = jax.random.exponential(k_w, (rows_n, branching))
   w = e / e.sum(axis=1, keepdims=True)
-  rows = jnp.arange(vocab_size)[:, None]
-  return jnp.zeros((vocab_size, vocab_size)).at[rows, succ].set(w)
+  rows = jnp.arange(rows_n)[:, None]
+  return jnp.zeros((rows_n, vocab_size)).at[rows, succ].set(w)
 
 
 def make_chains(key: jax.Array, spec: MarkovTextSpec) -> Chains:
