@@ -455,6 +455,21 @@ def create(cfg: TransformerConfig, key: jax.Array) -> Net:
   return Net.create(Transformer(cfg, rngs=nnx.Rngs(params=key)))
 
 
+def make_train_step(net: Net, optimizer: optax.GradientTransformation,
+                    loss_fn: Callable[[Net, jax.Array], jax.Array] | None = None):
+  """``step(params, opt_state, tokens) -> (params, opt_state, loss)``: one optimizer step
+  on ``loss_fn(net with params, tokens)`` (default :func:`next_token_loss`). Pure: jit it;
+  on a mesh, place its inputs with :mod:`jaxlab.training.sharding` and jit it unchanged."""
+  loss_fn = next_token_loss if loss_fn is None else loss_fn
+
+  def step(params, opt_state, tokens):
+    loss, grads = jax.value_and_grad(lambda p: loss_fn(net.replace(params=p), tokens))(params)
+    updates, opt_state = optimizer.update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state, loss
+
+  return step
+
+
 def next_token_loss(model: Callable[[jax.Array], jax.Array], tokens: jax.Array) -> jax.Array:
   r"""Mean next-token cross-entropy ``-mean log p(x_{i+1} | x_{<=i})`` over the batch.
 

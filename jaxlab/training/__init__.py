@@ -3,17 +3,18 @@
 Modules: :mod:`jaxlab.training.fit` (the one scanned minibatch fit loop, :func:`fit`,
 with :func:`minibatch_sampler`; the package attribute ``fit`` is the function),
 :mod:`~jaxlab.training.schedules` (per-step learning-rate arrays),
+:mod:`~jaxlab.training.sharding` (data-parallel / FSDP placement on a ``jax.sharding`` mesh),
 :mod:`~jaxlab.training.chunks` (run jitted chunks with orbax checkpoints and
 resume; imported on first use so that importing :mod:`jaxlab.training` does not
 import orbax).
 """
 
-from jaxlab.training import schedules
+from jaxlab.training import schedules, sharding
 from jaxlab.training.fit import FitResult, FitState, StepMetrics, fit, minibatch_sampler
 from jaxlab.training.schedules import SCHEDULES, lr_schedule
 
 __all__ = ["SCHEDULES", "FitResult", "FitState", "StepMetrics", "chunks", "fit", "lr_schedule",
-           "minibatch_sampler", "run_chunks", "schedules"]
+           "minibatch_sampler", "run_chunks", "schedules", "sharding"]
 
 
 def __getattr__(name: str):
