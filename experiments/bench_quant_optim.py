@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import math
 import os
-import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 
-from experiments.common import ExperimentCLI, Ratio, save_json
+from experiments.common import ExperimentCLI, Ratio, save_json, time_interleaved
 from jaxlab.optim import quantized_adam
 from jaxlab.optim.problems import mlp_net
 from jaxlab.quant import FloatFormat
@@ -44,28 +43,6 @@ CONFIGS = {
     "storage float8_e4m3fn": lambda: quantized_adam(1e-3, moment_storage="float8_e4m3fn"),
     "storage int8": lambda: quantized_adam(1e-3, moment_storage="int8"),
 }
-
-
-def _time_all(cases: dict, repeats: int, inner: int) -> dict[str, list[float]]:
-  """Seconds per call of each jitted ``fn(*args) -> args``, one value per round.
-
-  ``cases`` maps a name to ``(fn, args)``. Each of the ``repeats`` rounds times
-  every case once (``inner`` calls), so the rounds interleave the cases and slow
-  drift of a shared machine hits all of them alike; a ratio to the anchor is then
-  taken within a round (paired). Everything is compiled first.
-  """
-  for fn, args in cases.values():
-    jax.block_until_ready(fn(*args))
-  times = {name: [] for name in cases}
-  for _ in range(repeats):
-    for name, (fn, args) in cases.items():
-      start = time.perf_counter()
-      state = args
-      for _ in range(inner):
-        state = fn(*state)
-      jax.block_until_ready(state)
-      times[name].append((time.perf_counter() - start) / inner)
-  return times
 
 
 def state_bytes(state) -> int:
@@ -126,7 +103,7 @@ def main(argv=None) -> dict:
     cases[(name, "opt_step_s")] = (opt_step, (params, state))
     cases[(name, "train_step_s")] = (train_step, (params, state))
     rows[name] = {"state_bytes": state_bytes(state)}
-  for (name, field), seconds in _time_all(cases, repeats, inner).items():
+  for (name, field), seconds in time_interleaved(cases, repeats, inner).items():
     rows[name][field + "_rounds"] = seconds
     rows[name][field] = float(np.median(seconds))
 
@@ -198,7 +175,7 @@ def _bench_kernel(params, grads, repeats, inner) -> dict:
       return p, m, v, t + 1
 
     args = (p, jnp.zeros_like(p), jnp.zeros_like(p), jnp.int32(1))
-    t = _time_all({name: (jax.jit(step), args)}, repeats, inner)[name]
+    t = time_interleaved({name: (jax.jit(step), args)}, repeats, inner)[name]
     out[name] = {"opt_step_s": float(np.median(t)), "opt_step_s_rounds": t,
                  "train_step_s": float("nan"), "state_bytes": 2 * p.nbytes}
   return out

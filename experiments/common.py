@@ -18,6 +18,7 @@ import re
 import shlex
 import subprocess
 import sys
+import time
 import types as types_module
 import typing
 import warnings
@@ -475,6 +476,28 @@ class Ratio(NamedTuple):
   ratio: float  # ours / anchor
   note: str = ""
   higher_is_better: bool = False  # False: a time ratio (> 1 slower); True: a throughput ratio
+
+
+def time_interleaved(cases: dict, repeats: int, inner: int) -> dict[str, list[float]]:
+  """Seconds per call of each jitted ``fn(*args) -> args``, one value per round.
+
+  ``cases`` maps a name to ``(fn, args)``. Each of the ``repeats`` rounds times
+  every case once (``inner`` calls), so the rounds interleave the cases and slow
+  drift of a shared machine hits all of them alike; a ratio to the anchor is then
+  taken within a round (paired). Everything is compiled first.
+  """
+  for fn, args in cases.values():
+    jax.block_until_ready(fn(*args))
+  times = {name: [] for name in cases}
+  for _ in range(repeats):
+    for name, (fn, args) in cases.items():
+      start = time.perf_counter()
+      state = args
+      for _ in range(inner):
+        state = fn(*state)
+      jax.block_until_ready(state)
+      times[name].append((time.perf_counter() - start) / inner)
+  return times
 
 
 def seed_mesh(axis: str = "seeds") -> jax.sharding.Mesh:
