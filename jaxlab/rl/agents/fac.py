@@ -204,7 +204,8 @@ class FACAgent(struct.PyTreeNode):
     q_pi = self.critic(obs, a_pi, params=params["critic"]).mean(axis=0)
     penalty = jnp.zeros(())
     if cfg.alpha > 0:
-      lp_pi = jax.lax.stop_gradient(self.behavior_log_prob(obs, a_pi, k_div))
+      with jax.named_scope("density"):  # profiler label (experiments/bench_flow_actor_critic)
+        lp_pi = jax.lax.stop_gradient(self.behavior_log_prob(obs, a_pi, k_div))
       w = jax.lax.stop_gradient(self.penalty_weight(lp_pi, self._threshold(batch)))
       penalty = cfg.alpha * jnp.mean(w * q_pi)
       info.update({"penalty/w_mean": w.mean(), "penalty/log_beta_pi": lp_pi.mean()})
@@ -216,7 +217,9 @@ class FACAgent(struct.PyTreeNode):
     q_loss = common.actor_q_loss(self.critic, params["critic"], obs, a_actor, cfg.normalize_q_loss)
     distill = jnp.zeros(())
     if cfg.distill > 0:
-      distill = jnp.mean((a_actor - jax.lax.stop_gradient(self.flow_actions(obs, z))) ** 2)
+      with jax.named_scope("distillation"):  # the frozen flow's Euler samples (profiler label)
+        target = jax.lax.stop_gradient(self.flow_actions(obs, z))
+      distill = jnp.mean((a_actor - target) ** 2)
     actor_loss = cfg.distill * distill + q_loss
     info.update({"actor/loss": actor_loss, "actor/distill": distill, "actor/q_loss": q_loss,
                  "actor/action_abs": jnp.abs(a_actor).mean(),
