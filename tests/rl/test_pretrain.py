@@ -87,19 +87,24 @@ def _rows():
           "masks": zeros + 1, "terminals": zeros}
 
 
-@pytest.mark.parametrize("shuffle", [True, False])
-def test_trainer_runs_the_epoch_loop(shuffle):
-  """3 epochs of 10 rows in batches of 4: 9 steps, chunks of 4 that straddle epochs; shuffled,
-  every row is seen exactly 3 times and the padding never; with replacement, 36 draws."""
-  cfg = CountConfig(pretrain_shuffle=shuffle)
-  train = make_train(Counter, cfg, _rows(), TrainConfig(num_steps=1, eval_every=4))
-  agents, _ = train(jax.random.split(jax.random.key(3), 2))
-  counts = np.asarray(agents.counts)
-  assert counts.shape == (2, N_ROWS) and counts.sum() == 2 * 9 * 4 - 2 * 3 * 2 * shuffle
-  if shuffle:
-    np.testing.assert_array_equal(counts, 3.0)
-  else:
-    assert not np.all(counts == 3.0)  # draws with replacement do not cover evenly
+def test_trainer_draws_with_replacement_by_default():
+  """3 epochs of 10 rows in batches of 4: 9 steps of 4 draws, unevenly spread."""
+  train = make_train(Counter, CountConfig(pretrain_shuffle=False), _rows(),
+                     TrainConfig(num_steps=1, eval_every=4))
+  counts = np.asarray(train(jax.random.split(jax.random.key(3), 2))[0].counts)
+  assert counts.shape == (2, N_ROWS) and np.all(counts.sum(1) == 9 * 4)
+  assert not np.all(counts == 3.0)
+
+
+def test_shuffled_epochs_visit_every_row_once_and_resume_mid_epoch(tmp_path):
+  """Shuffled: 9 steps in chunks of 4 that straddle epochs; stopped after 8 (mid-epoch) and
+  resumed from the checkpoint (which holds the epoch's order), every row of every seed is
+  seen exactly 3 times and the padding (2 rows per epoch) never."""
+  train = make_train(Counter, CountConfig(), _rows(), TrainConfig(num_steps=1, eval_every=4))
+  keys = jax.random.split(jax.random.key(3), 2)
+  train(keys, checkpoint_dir=str(tmp_path), stop_after=2)
+  agents, _ = train(keys, checkpoint_dir=str(tmp_path))
+  np.testing.assert_array_equal(agents.counts, np.full((2, N_ROWS), 3.0))
 
 
 def test_flow_matching_loss_weights():
