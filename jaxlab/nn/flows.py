@@ -44,28 +44,43 @@ PROBES = ("rademacher", "gaussian")
 
 
 def flow_matching_loss(
-    velocity_fn: VelocityFn, obs: jax.Array, actions: jax.Array, key: jax.Array
+    velocity_fn: VelocityFn, obs: jax.Array, actions: jax.Array, key: jax.Array,
+    weights: jax.Array | None = None,
 ) -> jax.Array:
   r"""Mean squared error of the conditional flow-matching regression.
 
   :math:`\mathbb E_{t \sim U[0,1], z \sim N(0,I)}
   \|v(s, (1-t) z + t a, t) - (a - z)\|^2`, averaged over the batch and
-  the action dimensions (as FQL does).
+  the action dimensions (as FQL does). With ``weights`` :math:`w_i` the batch
+  mean becomes :math:`\sum_i w_i \ell_i / \sum_i w_i` of the per-example
+  losses :math:`\ell_i` (mean over action dimensions): a row of weight 0 (the
+  padding of a last, partial batch of an epoch) does not contribute, and
+  all-zero weights give 0.
 
   Args:
     velocity_fn: the field ``v(obs, x, t)``.
     obs: ``(B, obs_dim)`` observations.
     actions: ``(B, action_dim)`` dataset actions (the flow's targets).
     key: PRNG key for ``t`` and ``z``.
+    weights: optional ``(B,)`` non-negative per-example weights; ``None`` is
+      the plain mean (unchanged, bit for bit).
 
   Returns:
     The scalar loss.
   """
+  if weights is not None and jnp.shape(weights) != actions.shape[:1]:
+    raise ValueError(f"weights must have shape {actions.shape[:1]} (one per example), got "
+                     f"{jnp.shape(weights)}")
   key_t, key_z = jax.random.split(key)
   t = jax.random.uniform(key_t, (actions.shape[0], 1), actions.dtype)
   z = jax.random.normal(key_z, actions.shape, actions.dtype)
   x_t = (1.0 - t) * z + t * actions
-  return jnp.mean((velocity_fn(obs, x_t, t) - (actions - z)) ** 2)
+  sq = (velocity_fn(obs, x_t, t) - (actions - z)) ** 2
+  if weights is None:
+    return jnp.mean(sq)
+  weights = jnp.asarray(weights, sq.dtype)
+  total = jnp.sum(weights)
+  return jnp.sum(weights * jnp.mean(sq, axis=-1)) / jnp.where(total > 0, total, 1.0)
 
 
 def euler_sample(

@@ -3,8 +3,10 @@
 ``make_train(agent_cls, config, dataset, train_config, evaluate_fn) -> train``
 builds the whole pipeline of a flow actor-critic agent:
 
-1. behavior-flow pre-training (``config.pretrain_steps`` steps of
-   ``agent.pretrain_update``; skipped when 0),
+1. behavior-flow pre-training (``agent.pretrain_update`` for the steps and
+   batch size of :func:`pretrain_plan`: ``config.pretrain_steps`` steps of
+   ``batch_size``, or, when ``pretrain_steps`` is None, the official FAC
+   epoch loop over the dataset; skipped when 0),
 2. caching ``log beta(a|s)`` of every dataset transition (agents that have
    ``behavior_log_prob`` and use the penalty),
 3. ``train_config.num_steps`` actor-critic steps of ``agent.update``, in chunks
@@ -21,6 +23,7 @@ as an uninterrupted run, bit for bit on a given device.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -50,6 +53,86 @@ class Carry(NamedTuple):
   agent: Any
   sampler: jax.Array  # raw key data of the batch sampler
   log_prob: jax.Array  # (N,) cached behavior log-densities (zeros if unused)
+  order: jax.Array | None = None  # shuffled pre-training: this epoch's padded permutation
+
+
+class PretrainPlan(NamedTuple):
+  """How the behavior flow pre-trains on a dataset (see :func:`pretrain_plan`)."""
+
+  steps: int  # pretrain_update calls (0: no pre-training)
+  batch_size: int  # transitions per pre-training batch
+  steps_per_epoch: int  # ceil(N / batch_size)
+  shuffle: bool  # a permutation per epoch (True) or uniform draws with replacement
+
+
+def pretrain_batch_size(batch_size: int, num_transitions: int) -> int:
+  """The official FAC pre-training batch: ``batch_size`` x1 / x4 / x16 by dataset size.
+
+  x1 below 100,000 transitions, x4 below 500,000, x16 from there (``main.py`` of
+  github.com/JongseongChae/FAC, its ``bc_batch_size`` for state-based tasks).
+  """
+  scale = 1 if num_transitions < 100_000 else 4 if num_transitions < 500_000 else 16
+  return int(batch_size) * scale
+
+
+def pretrain_plan(config: Any, num_transitions: int) -> PretrainPlan:
+  r"""The pre-training schedule of ``config`` on a dataset of ``num_transitions`` rows.
+
+  ``config.pretrain_steps`` given (an int): that many steps of ``config.batch_size``.
+  ``None``: the official FAC loop, ``config.pretrain_epochs`` epochs of
+  :func:`pretrain_batch_size` batches,
+
+  .. math::
+    \text{steps} = \text{epochs} \cdot \lceil N / B_{\text{pre}} \rceil .
+
+  Configs without the fields (FQL) do not pre-train. ``config.pretrain_shuffle``
+  chooses sampling without replacement (:func:`epoch_batch`).
+
+  Example:
+    >>> pretrain_plan(FACConfig(), 200_000)   # 250 epochs of 1024: 250 * 196 steps
+    PretrainPlan(steps=49000, batch_size=1024, steps_per_epoch=196, shuffle=False)
+  """
+  n = int(num_transitions)
+  if n < 1:
+    raise ValueError(f"num_transitions must be >= 1, got {num_transitions}")
+  steps = getattr(config, "pretrain_steps", 0)
+  shuffle = getattr(config, "pretrain_shuffle", False)
+  if not isinstance(shuffle, bool):
+    raise ValueError(f"config.pretrain_shuffle must be True or False, got {shuffle!r}")
+  if steps is None:
+    epochs = config.pretrain_epochs
+    if isinstance(epochs, bool) or not isinstance(epochs, (int, np.integer)) or epochs < 0:
+      raise ValueError(f"config.pretrain_epochs must be an int >= 0, got {epochs!r}")
+    batch = pretrain_batch_size(config.batch_size, n)
+    per_epoch = math.ceil(n / batch)
+    return PretrainPlan(int(epochs) * per_epoch, batch, per_epoch, shuffle)
+  if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0:
+    raise ValueError(f"config.pretrain_steps must be None or an int >= 0, got {steps!r}")
+  batch = int(config.batch_size)
+  return PretrainPlan(int(steps), batch, math.ceil(n / batch), shuffle)
+
+
+def epoch_order(key: jax.Array, num_transitions: int, batch_size: int) -> jax.Array:
+  """One epoch's visiting order: a permutation of the rows, padded with row 0 to whole batches.
+
+  Returns ``(ceil(N / B) * B,)`` int32; :func:`epoch_batch` weights the padding 0.
+  """
+  pad = -num_transitions % batch_size
+  perm = jax.random.permutation(key, num_transitions).astype(jnp.int32)
+  return jnp.concatenate([perm, jnp.zeros((pad,), jnp.int32)])
+
+
+def epoch_batch(order: jax.Array, position: jax.Array, batch_size: int,
+                num_transitions: int) -> tuple[jax.Array, jax.Array]:
+  """Rows and weights of batch ``position`` of an epoch: ``(B,)`` indices, ``(B,)`` 0/1 weights.
+
+  Batch ``j`` holds ``order[jB : (j+1)B]``; rows past ``N`` (the padding of the last,
+  partial batch) get weight 0, so every transition counts exactly once per epoch.
+  """
+  start = position * batch_size
+  idx = jax.lax.dynamic_slice(order, (start,), (batch_size,))
+  weights = (start + jnp.arange(batch_size) < num_transitions).astype(jnp.float32)
+  return idx, weights
 
 
 def check_dataset(dataset: dict[str, Any]) -> dict[str, jax.Array]:
@@ -100,8 +183,9 @@ def make_train(
 
   Args:
     agent_cls: an agent class with ``create(seed, obs, actions, config)``,
-      ``update(batch)`` and, for ``config.pretrain_steps > 0``,
-      ``pretrain_update(batch)`` and ``behavior_log_prob(obs, actions, key)``.
+      ``update(batch)`` and, when it pre-trains (:func:`pretrain_plan`),
+      ``pretrain_update(batch)`` (shuffled batches carry ``batch["weights"]``)
+      and ``behavior_log_prob(obs, actions, key)``.
     config: the agent's frozen config.
     dataset: dict with :data:`DATASET_KEYS` (numpy or jax arrays).
     train_config: sizes of the pipeline.
@@ -122,27 +206,47 @@ def make_train(
       raise ValueError(f"train_config.{name} must be >= 1, got {getattr(tc, name)}")
   n = data["observations"].shape[0]
   batch_size = config.batch_size
-  pretrain_steps = int(getattr(config, "pretrain_steps", 0))
+  pre = pretrain_plan(config, n)
   density = _uses_density(agent_cls, config)
-  plan = ([("pretrain", s) for s in _chunks(pretrain_steps, tc.eval_every)]
+  plan = ([("pretrain", s) for s in _chunks(pre.steps, tc.eval_every)]
           + ([("cache", 0)] if density else [])
           + [("train", s) for s in _chunks(tc.num_steps, tc.eval_every)])
+  # pre-training steps done before each chunk (where a shuffled epoch stands)
+  starts = np.cumsum([0] + [s if k == "pretrain" else 0 for k, s in plan[:-1]]).tolist()
 
   def init(key):
     key_agent, key_sampler = jax.random.split(key)
     agent = agent_cls.create(key_agent, data["observations"][:1], data["actions"][:1], config)
-    return Carry(agent, jax.random.key_data(key_sampler), jnp.zeros(n, jnp.float32))
+    order = jnp.zeros(pre.steps_per_epoch * pre.batch_size, jnp.int32) if pre.shuffle else None
+    return Carry(agent, jax.random.key_data(key_sampler), jnp.zeros(n, jnp.float32), order)
+
+  def shuffled_batch(c: Carry, data, key: jax.Array, step: jax.Array):
+    """Batch ``step`` of the epoch loop without replacement; a new order at each epoch start."""
+    position = step % pre.steps_per_epoch
+    order = jax.lax.cond(position == 0, lambda: epoch_order(key, n, pre.batch_size),
+                         lambda: c.order)
+    idx, weights = epoch_batch(order, position, pre.batch_size, n)
+    batch = {**{k: v[idx] for k, v in data.items()}, "log_prob": c.log_prob[idx],
+             "weights": weights}
+    return batch, order
 
   def scan_steps(method: str, num: int):
-    def run(carry: Carry, data) -> tuple[Carry, dict[str, jax.Array]]:
-      def step(c: Carry, _):
+    shuffle = method == "pretrain_update" and pre.shuffle
+    size = pre.batch_size if method == "pretrain_update" else batch_size
+
+    def run(carry: Carry, data, start) -> tuple[Carry, dict[str, jax.Array]]:
+      def step(c: Carry, i):
         sampler, key = split(c.sampler, 2)
-        batch = sample_batch(data, c.log_prob, key, batch_size)
+        if shuffle:
+          batch, order = shuffled_batch(c, data, key, start + i)
+          c = c._replace(order=order)
+        else:
+          batch = sample_batch(data, c.log_prob, key, size)
         agent, info = getattr(c.agent, method)(batch)
         return c._replace(agent=agent, sampler=sampler), info
-      carry, infos = jax.lax.scan(step, carry, None, length=num)
+      carry, infos = jax.lax.scan(step, carry, jnp.arange(num, dtype=jnp.int32))
       return carry, jax.tree.map(jnp.mean, infos)
-    return jax.jit(jax.vmap(run, in_axes=(0, None)))
+    return jax.jit(jax.vmap(run, in_axes=(0, None, None)))
 
   def cache(carry: Carry, data) -> Carry:
     sampler, key = split(carry.sampler, 2)
@@ -155,7 +259,7 @@ def make_train(
     lp = jax.lax.map(lambda x: carry.agent.behavior_log_prob(*x), (obs, act, keys))
     lp = lp.reshape(-1)[:n]
     agent = carry.agent.replace(log_prob_min=jnp.min(lp))
-    return Carry(agent, sampler, lp)
+    return carry._replace(agent=agent, sampler=sampler, log_prob=lp)
 
   compiled = {("pretrain", s): scan_steps("pretrain_update", s) for k, s in plan if k == "pretrain"}
   compiled.update({("train", s): scan_steps("update", s) for k, s in plan if k == "train"})
@@ -172,7 +276,7 @@ def make_train(
       kind, size = plan[i]
       if kind == "cache":
         return cache_fn(carry, data), None, steps_done
-      carry, record = compiled[(kind, size)](carry, data)
+      carry, record = compiled[(kind, size)](carry, data, jnp.int32(starts[i]))
       if kind == "pretrain":
         return carry, None, steps_done
       steps_done += size
@@ -183,7 +287,7 @@ def make_train(
       return carry, record, steps_done
 
     fingerprint = {"agent": agent_cls.__name__, "config": config, "train_config": tc,
-                   "plan": plan, "keys": keys, "dataset": data,
+                   "plan": plan, "pretrain": pre._asdict(), "keys": keys, "dataset": data,
                    "evaluate": getattr(evaluate_fn, "__qualname__", repr(evaluate_fn))}
     carry, history = run_chunks(init_fn(keys), len(plan), run_chunk,
                                 checkpoint_dir=checkpoint_dir, stop_after=stop_after,

@@ -50,14 +50,25 @@ def test_arms_configure_the_ablation():
 def test_bad_arguments():
   with pytest.raises(ValueError, match="seeds"):
     flow_actor_critic.main(["--smoke", "--seeds", "0"])
+  with pytest.raises(ValueError, match="rounds"):
+    bench_flow_actor_critic.main(["--rounds", "0"])
+  with pytest.raises(ValueError, match="profile-steps"):
+    bench_flow_actor_critic.main(["--profile-steps", "-1"])
   with pytest.raises(ValueError, match="arm"):
     flow_actor_critic.arm_setup("bc", flow_actor_critic.CONFIGS["smoke"])
 
 
 def test_bench_runs_both_paths(tmp_path):
   r = bench_flow_actor_critic.main(["--seeds", "1", "--steps", "3", "--hidden", "8",
-                                    "--batch-size", "8", "--out", str(tmp_path)])
+                                    "--batch-size", "8", "--rounds", "2", "--profile-steps", "3",
+                                    "--out", str(tmp_path)])
   assert r["scan_seed_steps_per_s"] > 0 and r["loop_seed_steps_per_s"] > 0
+  assert len(r["scan_s_rounds"]) == len(r["ratio_rounds"]) == 2
+  assert r["ratio_spread"] == [min(r["ratio_rounds"]), max(r["ratio_rounds"])]
+  assert r["scan_s"] == np.median(r["scan_s_rounds"])
+  share = r["profile"]["share"]  # every part of a FAC step is found in the trace
+  assert {"density", "distillation", "sampling", "critic+actor+Adam"} <= set(share)
+  assert "unattributed" not in share and abs(sum(share.values()) - 1) < 1e-9
   assert np.isclose(r["ratio"], r["scan_seed_steps_per_s"] / r["loop_seed_steps_per_s"])
 
 
@@ -108,6 +119,10 @@ def test_ratio_on_a_synthetic_bench():
   rows = bench_flow_actor_critic.ratios(result)
   assert len(rows) == 1 and isinstance(rows[0], Ratio) and rows[0].name and rows[0].note
   assert rows[0].ratio == 1.5 and rows[0].higher_is_better
+  rounds = {**result, "rounds": 3, "ratio": 1.5, "ratio_rounds": [1.3, 1.4, 1.6],
+            "ratio_spread": [1.3, 1.6]}
+  row = bench_flow_actor_critic.ratios(rounds)[0]
+  assert row.ratio == 1.5 and "3 rounds (per-round ratios 1.30-1.60)" in row.note
 
 
 def test_the_experiment_states_its_own_discount():

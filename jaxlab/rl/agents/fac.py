@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from typing import Any
 
 import jax
@@ -57,8 +58,19 @@ class FACConfig:
   """FAC hyperparameters; the defaults are the official code's (``get_config`` of its FAC agent).
 
   Our experiments state their own settings (``experiments/flow_actor_critic.py``: discount
-  0.99, 2 x 128 networks). Not covered: the official flow pre-training loop (its epochs
-  and batch size) is the caller's; here ``pretrain_steps`` steps of ``batch_size``.
+  0.99, 2 x 128 networks, an explicit ``pretrain_steps``).
+
+  Behavior-flow pre-training follows the official ``main.py`` by default (read from
+  github.com/JongseongChae/FAC, ``main.py`` and ``utils/datasets.py``): its flag
+  ``epoch_flow_proxy`` (250) epochs over the dataset, with a pre-training batch of
+  ``batch_size`` times 1 below 100,000 transitions, 4 below 500,000 and 16 from there
+  (its pixel tasks keep ``batch_size``; we have none), for
+  ``epochs * ceil(N / pretrain_batch)`` steps, each batch drawn uniformly *with*
+  replacement (``Dataset.sample`` uses ``np.random.randint``). The trainer resolves this
+  for a dataset of N transitions (:func:`jaxlab.rl.train.pretrain_plan`). An explicit
+  ``pretrain_steps`` keeps our earlier schedule: that many steps of ``batch_size``.
+  ``pretrain_shuffle=True`` draws without replacement instead: a fresh permutation per
+  epoch, the last partial batch padded with rows of weight 0.
   """
 
   lr: float = 3e-4  # Adam learning rate, all networks
@@ -82,7 +94,10 @@ class FACConfig:
   divergence: str = "exact"  # "exact", "hutchinson" (Rademacher) or "hutchinson_gaussian"
   num_probes: int = 8  # Hutchinson probes
   normalize_q_loss: bool = True  # divide the actor's Q term by stop_grad(mean |Q|)
-  pretrain_steps: int = 10_000  # behavior-flow steps before the actor-critic phase
+  pretrain_steps: int | None = None  # behavior-flow steps; None: from epochs and dataset size
+  pretrain_epochs: int = 250  # epochs of behavior-flow pre-training when pretrain_steps is None
+  pretrain_shuffle: bool = False  # True: a permutation per epoch (no replacement), padded rows
+  # of the last batch weighted 0; False: uniform draws with replacement (the official code)
 
 
 class FACAgent(struct.PyTreeNode):
@@ -126,12 +141,16 @@ class FACAgent(struct.PyTreeNode):
 
   # -- behavior proxy ---------------------------------------------------------
   def pretrain_update(self, batch: common.Batch) -> tuple[FACAgent, dict[str, jax.Array]]:
-    """One flow-matching step of the behavior flow (stage 1)."""
+    """One flow-matching step of the behavior flow (stage 1).
+
+    ``batch["weights"]``, where present, weights the examples (0: a padding row).
+    """
     rng, key = split_key_data(self.rng, 2)
 
     def loss_fn(params):
       field = lambda o, x, t: self.flow(o, x, t, params=params)
-      return flows.flow_matching_loss(field, batch["observations"], batch["actions"], key)
+      return flows.flow_matching_loss(field, batch["observations"], batch["actions"], key,
+                                      weights=batch.get("weights"))
 
     loss, grads = jax.value_and_grad(loss_fn)(self.flow.params)
     updates, flow_opt_state = optax.adam(self.config.lr).update(grads, self.flow_opt_state)
@@ -185,7 +204,8 @@ class FACAgent(struct.PyTreeNode):
     q_pi = self.critic(obs, a_pi, params=params["critic"]).mean(axis=0)
     penalty = jnp.zeros(())
     if cfg.alpha > 0:
-      lp_pi = jax.lax.stop_gradient(self.behavior_log_prob(obs, a_pi, k_div))
+      with jax.named_scope("density"):  # profiler label (experiments/bench_flow_actor_critic)
+        lp_pi = jax.lax.stop_gradient(self.behavior_log_prob(obs, a_pi, k_div))
       w = jax.lax.stop_gradient(self.penalty_weight(lp_pi, self._threshold(batch)))
       penalty = cfg.alpha * jnp.mean(w * q_pi)
       info.update({"penalty/w_mean": w.mean(), "penalty/log_beta_pi": lp_pi.mean()})
@@ -197,7 +217,9 @@ class FACAgent(struct.PyTreeNode):
     q_loss = common.actor_q_loss(self.critic, params["critic"], obs, a_actor, cfg.normalize_q_loss)
     distill = jnp.zeros(())
     if cfg.distill > 0:
-      distill = jnp.mean((a_actor - jax.lax.stop_gradient(self.flow_actions(obs, z))) ** 2)
+      with jax.named_scope("distillation"):  # the frozen flow's Euler samples (profiler label)
+        target = jax.lax.stop_gradient(self.flow_actions(obs, z))
+      distill = jnp.mean((a_actor - target) ** 2)
     actor_loss = cfg.distill * distill + q_loss
     info.update({"actor/loss": actor_loss, "actor/distill": distill, "actor/q_loss": q_loss,
                  "actor/action_abs": jnp.abs(a_actor).mean(),
@@ -242,8 +264,17 @@ def check_config(config: FACConfig) -> None:
   if config.alpha < 0 or config.distill < 0 or config.weight_tau <= 0:
     raise ValueError("config.alpha and config.distill must be >= 0 and weight_tau > 0, got "
                      f"{config.alpha}, {config.distill}, {config.weight_tau}")
-  if config.pretrain_steps < 0:
-    raise ValueError(f"config.pretrain_steps must be >= 0, got {config.pretrain_steps}")
+  is_count = lambda v: isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= 0
+  steps = config.pretrain_steps
+  if steps is not None and not is_count(steps):
+    raise ValueError(f"config.pretrain_steps must be None (from pretrain_epochs and the dataset "
+                     f"size) or an int >= 0, got {steps!r}")
+  epochs = config.pretrain_epochs
+  if not is_count(epochs):
+    raise ValueError(f"config.pretrain_epochs must be an int >= 0, got {epochs!r}")
+  if not isinstance(config.pretrain_shuffle, bool):
+    raise ValueError(f"config.pretrain_shuffle must be True or False, got "
+                     f"{config.pretrain_shuffle!r}")
 
 
 def get_config() -> FACConfig:
