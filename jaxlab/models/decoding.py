@@ -96,7 +96,8 @@ def _choose(logits: jax.Array, key: jax.Array, temperature: float, top_k: int | 
 
 def generate(model: Any, prompt: jax.Array, key: jax.Array, max_new_tokens: int, *,
              temperature: float = 1.0, top_k: int | None = None, eos_id: int | None = None,
-             pad_id: int = 0) -> Generation:
+             pad_id: int = 0, forced: jax.Array | None = None,
+             forced_len: jax.Array | None = None) -> Generation:
   """Samples ``max_new_tokens`` tokens after ``prompt (B, T)`` with a KV cache.
 
   Args:
@@ -108,6 +109,11 @@ def generate(model: Any, prompt: jax.Array, key: jax.Array, max_new_tokens: int,
     top_k: sample among the ``top_k`` most likely tokens only (None: all).
     eos_id: a sequence stops at this token; later positions hold ``pad_id``.
     pad_id: filler after EOS.
+    forced: int tokens ``(B, N)``; the first ``forced_len[b]`` new tokens of row ``b`` are
+      taken from it instead of sampled (teacher-forced, e.g. a revealed part of the answer,
+      a different length per row in one compiled program); their log-probs are still
+      recorded.
+    forced_len: ``(B,)`` ints in ``[0, N]`` (default 0: nothing forced).
 
   Returns:
     :class:`Generation` with tokens and log-probs ``(B, N)`` and lengths ``(B,)``.
@@ -119,17 +125,29 @@ def generate(model: Any, prompt: jax.Array, key: jax.Array, max_new_tokens: int,
     raise ValueError(f"temperature must be a float >= 0 (0: greedy), got {temperature!r}")
   if top_k is not None:
     _positive("top_k", top_k)
-  return _generate(net, prompt, key, max_new_tokens, float(temperature), top_k, eos_id, pad_id)
+  b = prompt.shape[0]
+  if (forced is None) != (forced_len is None):
+    raise ValueError("forced and forced_len must be given together")
+  if forced is None:
+    forced, forced_len = jnp.zeros((b, max_new_tokens), prompt.dtype), jnp.zeros(b, jnp.int32)
+  elif tuple(jnp.shape(forced)) != (b, max_new_tokens) or jnp.shape(forced_len) != (b,):
+    raise ValueError(f"forced must be (batch, max_new_tokens) = {(b, max_new_tokens)} and "
+                     f"forced_len (batch,), got {jnp.shape(forced)} and {jnp.shape(forced_len)}")
+  return _generate(net, prompt, key, forced, jnp.asarray(forced_len, jnp.int32),
+                   max_new_tokens, float(temperature), top_k, eos_id, pad_id)
 
 
-@functools.partial(jax.jit, static_argnums=(3, 4, 5, 6, 7))
-def _generate(net, prompt, key, max_new, temperature, top_k, eos_id, pad_id):
+@functools.partial(jax.jit, static_argnums=(5, 6, 7, 8, 9))
+def _generate(net, prompt, key, forced, forced_len, max_new, temperature, top_k, eos_id,
+              pad_id):
   logits, cache = prefill(net, prompt, prompt.shape[1] + max_new)
   done = jnp.zeros(prompt.shape[0], bool)
 
-  def step(carry, key):
+  def step(carry, inp):
     cache, logits, done = carry
+    key, i, forced_i = inp
     tok = _choose(logits, key, temperature, top_k)
+    tok = jnp.where(i < forced_len, forced_i, tok).astype(prompt.dtype)
     lp = jnp.take_along_axis(jax.nn.log_softmax(logits), tok[:, None], -1)[:, 0]
     tok = jnp.where(done, pad_id, tok)
     lp = jnp.where(done, 0.0, lp)
@@ -139,7 +157,8 @@ def _generate(net, prompt, key, max_new, temperature, top_k, eos_id, pad_id):
     return (cache, logits, done), (tok, lp, done)
 
   keys = jax.random.split(key, max_new)
-  _, (toks, lps, dones) = jax.lax.scan(step, (cache, logits, done), keys)
+  _, (toks, lps, dones) = jax.lax.scan(step, (cache, logits, done),
+                                       (keys, jnp.arange(max_new), forced.T))
   lengths = max_new - jnp.sum(dones, 0) + jnp.any(dones, 0)  # steps until EOS, EOS included
   return Generation(toks.T, lps.T, lengths.astype(jnp.int32))
 

@@ -141,18 +141,25 @@ class Groups(NamedTuple):
 
 def sample_groups(net: Net, prompts: jax.Array, key: jax.Array, group_size: int,
                   max_new_tokens: int, *, temperature: float = 1.0, top_k: int | None = None,
-                  eos_id: int | None = None, pad_id: int = 0) -> Groups:
+                  eos_id: int | None = None, pad_id: int = 0, forced: jax.Array | None = None,
+                  forced_len: jax.Array | None = None) -> Groups:
   """Samples ``group_size`` completions per prompt with the KV cache
-  (:func:`jaxlab.models.decoding.generate`)."""
+  (:func:`jaxlab.models.decoding.generate`). ``forced (P, N)`` / ``forced_len (P,)``
+  teacher-force the first tokens of each prompt's completions (AdaBack's revealed prefix):
+  they are part of ``tokens`` but not of ``mask`` (nothing is learned from them)."""
   if not isinstance(group_size, int) or group_size < 1:
     raise ValueError(f"group_size must be a positive int, got {group_size!r}")
   rep = jnp.repeat(prompts, group_size, axis=0)
+  if forced is not None:
+    forced = jnp.repeat(forced, group_size, axis=0)
+    forced_len = jnp.repeat(jnp.asarray(forced_len, jnp.int32), group_size, axis=0)
   gen = decoding.generate(net, rep, key, max_new_tokens, temperature=temperature, top_k=top_k,
-                          eos_id=eos_id, pad_id=pad_id)
+                          eos_id=eos_id, pad_id=pad_id, forced=forced, forced_len=forced_len)
   tokens = jnp.concatenate([rep, gen.tokens.astype(rep.dtype)], 1)
   t_p = prompts.shape[1]
+  first = t_p - 1 + (0 if forced is None else forced_len[:, None])
   pos = jnp.arange(tokens.shape[1] - 1)  # position t predicts token t + 1
-  mask = (pos >= t_p - 1) & (pos < t_p - 1 + gen.lengths[:, None])
+  mask = (pos >= first) & (pos < t_p - 1 + gen.lengths[:, None])
   return Groups(tokens, mask.astype(jnp.float32), gen.lengths)
 
 

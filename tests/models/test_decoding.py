@@ -114,3 +114,19 @@ def test_bad_arguments():
   with pytest.raises(ValueError, match="max_len"):
     transformer.init_cache(transformer.TransformerConfig(5, 16, 2, 1, 8, positions="learned"),
                            1, 9)
+
+
+def test_forced_prefix_per_row():
+  forced = jnp.array([[0, 1, 2, 3], [3, 3, 3, 3]])
+  out = decoding.generate(NET, PROMPT, jax.random.key(0), 4, temperature=0.0, forced=forced,
+                          forced_len=jnp.array([2, 0]))
+  np.testing.assert_array_equal(out.tokens[0, :2], [0, 1])
+  # row 0 continues greedily after its forced prefix; row 1 is plain greedy decoding
+  greedy = decoding.generate(NET, jnp.concatenate([PROMPT[:1], forced[:1, :2]], 1),
+                             jax.random.key(0), 2, temperature=0.0)
+  np.testing.assert_array_equal(out.tokens[0, 2:], greedy.tokens[0])
+  plain = decoding.generate(NET, PROMPT, jax.random.key(0), 4, temperature=0.0)
+  np.testing.assert_array_equal(out.tokens[1], plain.tokens[1])
+  np.testing.assert_allclose(out.log_probs,
+                             decoding.sequence_log_probs(NET, PROMPT, out.tokens), rtol=1e-5,
+                             atol=1e-5)
