@@ -134,13 +134,17 @@ def modular_sum_task(key: jax.Array, num: int, length: int, modulus: int = 10) -
   return _qa(x, jnp.sum(x, -1, keepdims=True) % modulus)
 
 
-def latent_parity(key: jax.Array, num: int, length: int) -> SeqData:
-  """Prompt bits ``x``; one valid target ``y_1 z_1 .. y_L z_L`` per row (random ``y``)."""
+def latent_parity(key: jax.Array, num: int, length: int, valid: bool = True) -> SeqData:
+  """Prompt bits ``x``; one valid target ``y_1 z_1 .. y_L z_L`` per row (random ``y``).
+  ``valid=False``: random ``z`` too, AdaBack's format warm-up data (right length and
+  alphabet, reward 0.1 but for a 2^-L chance)."""
   _positive("num", num), _positive("length", length)
-  kx, ky = jax.random.split(key)
+  kx, ky, kz = jax.random.split(key, 3)
   x = jax.random.randint(kx, (num, length), 0, 2)
   y = jax.random.randint(ky, (num, length), 0, 2)
   z = jnp.cumsum(x ^ y, -1) % 2  # z_i = z_{i-1} xor y_i xor x_i
+  if not valid:
+    z = jax.random.randint(kz, (num, length), 0, 2)
   return _qa(x, jnp.stack([y, z], -1).reshape(num, 2 * length))
 
 

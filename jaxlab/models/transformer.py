@@ -470,16 +470,22 @@ def make_train_step(net: Net, optimizer: optax.GradientTransformation,
   return step
 
 
-def next_token_loss(model: Callable[[jax.Array], jax.Array], tokens: jax.Array) -> jax.Array:
+def next_token_loss(model: Callable[[jax.Array], jax.Array], tokens: jax.Array,
+                    mask: jax.Array | None = None) -> jax.Array:
   r"""Mean next-token cross-entropy ``-mean log p(x_{i+1} | x_{<=i})`` over the batch.
 
   Args:
     model: maps int tokens ``(..., T)`` to logits ``(..., T, V)``: a :class:`Transformer`,
       or a :class:`Net` holding one (``net.replace(params=p)`` for other parameters).
     tokens: int array ``(..., T + 1)``; positions ``0..T-1`` are inputs, ``1..T`` targets.
+    mask: optional ``(..., T)`` weights of the targets (e.g. an answer's positions,
+      :class:`jaxlab.data.lm_tasks.SeqData`'s ``loss_mask``): the weighted mean.
 
   Returns:
     The scalar mean loss in nats.
   """
   logits = model(tokens[..., :-1])
-  return optax.softmax_cross_entropy_with_integer_labels(logits, tokens[..., 1:]).mean()
+  ce = optax.softmax_cross_entropy_with_integer_labels(logits, tokens[..., 1:])
+  if mask is None:
+    return ce.mean()
+  return jnp.sum(ce * mask) / jnp.maximum(jnp.sum(mask), 1e-9)
