@@ -41,7 +41,11 @@ TPU one):
   step's live block from them, so only live tiles are copied in; steps past
   the count repeat the last live block (no new copy) and skip the compute,
   the pattern of JAX's splash attention. The mask is kept unbroadcast
-  (``(1 or B, 1 or H, ...)``) so SMEM holds one copy per distinct mask.
+  (``(1 or B, 1 or H, ...)``) so SMEM holds one copy per distinct mask:
+  ``Bm * Hm * nq * (nk + 1)`` int32 words, which must fit in SMEM (a mask per
+  batch element and head at long sequences may not). Blocks are ``(block_q,
+  D)`` and ``(block_k, D)``: ``D`` is the full dimension and the block sizes
+  are multiples of 16, as Mosaic's float32 and bfloat16 tiles require.
 
 Gradients: the kernel is forward-only; ``jax.grad`` through it (and through
 the dispatcher) uses the reference's backward pass (a ``jax.custom_vjp``),
