@@ -53,11 +53,11 @@ def _clean(x, dead_col):
   return x
 
 
-@pytest.mark.parametrize("causal", [False, True])
-def test_gpu_variant_matches_reference(causal):
-  # B=2 with a mask shared over heads; 4 query blocks x 3 key blocks (T != S).
+@pytest.mark.parametrize("causal,mask_bh", [(False, (2, 1)), (True, (1, 2)), (True, (2, 2))])
+def test_gpu_variant_matches_reference(causal, mask_bh):
+  # B = H = 2 with a mask per batch element, per head or both; 4 x 3 tiles (T != S).
   q, k, v = _inputs(0, 2, 2, 64, 48, 16)
-  mask = _mask(1, (2, 1, 4, 3))
+  mask = _mask(1, (*mask_bh, 4, 3))
   kp, vp = _poison(k, v, 2)
   out = block_sparse_attention_pallas(q, kp, vp, mask, block_q=BQ, block_k=BK, causal=causal,
                                       interpret=True)
@@ -65,7 +65,7 @@ def test_gpu_variant_matches_reference(causal):
                                          block_k=BK, causal=causal)
   np.testing.assert_allclose(out, ref, atol=2e-6, rtol=1e-5)
   out = np.asarray(out)
-  assert np.all(out[0, :, BQ:2 * BQ] == 0)  # the all-dead query block
+  assert np.all(out[0, 0, BQ:2 * BQ] == 0)  # the all-dead query block
   assert np.abs(out).max() > 0.1
 
 
