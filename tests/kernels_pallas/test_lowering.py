@@ -14,8 +14,8 @@ They also check that the platform lowered for picks the path, not
 kernel for CUDA and TPU and the jnp reference for CPU. And, from the traced
 ``pallas_call``s, that no Triton kernel revisits an output block: on GPU every
 grid point is a concurrent program, so a block written from two grid points
-would race (the TPU matching kernel does revisit, on its sequential
-"arbitrary" axis). Whether the compiled GPU kernels race is left to a device
+would race (the TPU matching and block-sparse attention kernels do revisit, on
+their sequential "arbitrary" axis). Whether the compiled GPU kernels race is left to a device
 run: interpret mode runs the grid in order and cannot show it.
 """
 
@@ -32,6 +32,10 @@ from jax.experimental.pallas import triton as plt
 
 from jaxlab.optim import quantized_adam
 from jaxlab.quant import FloatFormat
+from kernels_pallas.block_sparse_attention import (
+  block_sparse_attention,
+  block_sparse_attention_pallas,
+)
 from kernels_pallas.fractal_gd import gd_grid, gd_grid_pallas
 from kernels_pallas.matching import round_proposals, round_proposals_pallas
 from kernels_pallas.quantized_adam import (
@@ -171,6 +175,36 @@ def test_fractal_gd_dispatcher_picks_by_lowering_platform(platform):
 def test_compiled_kernel_on_cpu_says_interpret_only():
   with pytest.raises(ValueError, match="interpret mode"):
     _lower(_gd(gd_grid_pallas), "cpu", jnp.zeros((2, 8)), jnp.zeros((2, 8)))
+
+
+# -- block-sparse attention ---------------------------------------------------------------------
+def _attention_args(dtype):
+  # D = 40 is padded to 64 on GPU (Triton sizes) and is the full dimension on TPU; 4 query
+  # blocks x 3 key blocks; the mask is shared over the batch.
+  q, kv = jnp.zeros((2, 3, 64, 40), dtype), jnp.zeros((2, 3, 48, 40), dtype)
+  return q, kv, kv, jnp.ones((1, 3, 4, 3), bool)
+
+
+def _attention(fn, **kw):
+  return lambda q, k, v, m: fn(q, k, v, m, block_q=16, block_k=16, causal=True, **kw)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("platform", ["cuda", "tpu"])
+def test_block_sparse_attention_kernel_lowers(platform, dtype):
+  text = _lower(_attention(block_sparse_attention_pallas), platform, *_attention_args(dtype))
+  assert _kernels_in(text) == {platform}
+
+
+def test_block_sparse_attention_gpu_kernel_writes_each_block_once():
+  args = _attention_args("float32")
+  assert _triton_revisits(_attention(block_sparse_attention_pallas), *args) == (1, [])
+
+
+@pytest.mark.parametrize("platform", ["cuda", "tpu", "cpu"])
+def test_block_sparse_attention_dispatcher_picks_by_lowering_platform(platform):
+  text = _lower(_attention(block_sparse_attention), platform, *_attention_args("bfloat16"))
+  assert _kernels_in(text) == ({platform} - {"cpu"})
 
 
 # -- quantized Adam through the optax API --------------------------------------------------------
