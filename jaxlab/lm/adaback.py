@@ -89,8 +89,9 @@ def init_state(num_samples: int, config: AdaBackConfig = AdaBackConfig()) -> Cur
     raise ValueError(f"num_samples must be a positive int, got {num_samples!r}")
   z = jnp.zeros(num_samples)
   return CurriculumState(z, jnp.full(num_samples, config.rho_max_init), z,
-                         jnp.zeros(num_samples, bool), jnp.asarray(config.bar_min_init),
-                         jnp.asarray(config.bar_max_init))
+                         jnp.zeros(num_samples, bool),
+                         jnp.asarray(config.bar_min_init, jnp.float32),  # not weak-typed: the
+                         jnp.asarray(config.bar_max_init, jnp.float32))  # carry keeps its type
 
 
 def intervals(state: CurriculumState, idx: jax.Array,
@@ -148,14 +149,16 @@ class RLState(struct.PyTreeNode):
 
 def make_iteration(net: Net, optimizer: optax.GradientTransformation, prompts: jax.Array,
                    answers: jax.Array, reward_fn: Callable[[jax.Array, jax.Array], jax.Array],
-                   *, prompts_per_step: int, group_size: int, adaptive: bool = True,
+                   *, prompts_per_step: int, group_size: int,
+                   adaptive: bool | jax.Array = True,
                    config: AdaBackConfig = AdaBackConfig(), minibatch_size: int | None = None,
                    kl_coef: float = 1e-3, ref_params: Any = None, eos_id: int | None = None):
   """One AdaBack (or plain GRPO, ``adaptive=False``: nothing revealed) iteration.
 
   ``prompts (N, T_p)`` and reference ``answers (N, m)`` (EOS included) are the training
   set; ``reward_fn(completions (B, m), sample_ids (B,)) -> (B,)`` scores prefix +
-  completion. The iteration draws ``prompts_per_step`` samples, their reveal ratios,
+  completion. ``adaptive`` may be traced (one compiled program for both arms). The
+  iteration draws ``prompts_per_step`` samples, their reveal ratios,
   ``group_size`` completions each with the revealed prefix forced, GRPO advantages per
   group, one :func:`jaxlab.models.policy_gradient.pg_update` pass, and records each
   sample's group mean reward. Returns ``iteration(state: RLState, key) -> (state,
@@ -177,10 +180,8 @@ def make_iteration(net: Net, optimizer: optax.GradientTransformation, prompts: j
   def iteration(state: RLState, key: jax.Array):
     k_idx, k_rho, k_sample, k_update = jax.random.split(key, 4)
     idx = jax.random.choice(k_idx, n, (prompts_per_step,), replace=False)
-    if adaptive:
-      rho, curriculum = draw_ratios(state.curriculum, idx, k_rho, config)
-    else:
-      rho, curriculum = jnp.zeros(prompts_per_step), state.curriculum
+    drawn, curriculum = draw_ratios(state.curriculum, idx, k_rho, config)
+    rho = jnp.where(adaptive, drawn, 0.0)
     revealed = reveal_lengths(rho, m - 1)  # EOS is never revealed
     groups = pg.sample_groups(net.replace(params=state.params), prompts[idx], k_sample,
                               group_size, m, eos_id=eos_id, forced=answers[idx],
@@ -193,8 +194,9 @@ def make_iteration(net: Net, optimizer: optax.GradientTransformation, prompts: j
     params, opt_state, info = pg.pg_update(logp_fn, optimizer, state.params, state.opt_state,
                                            data, minibatch_size=minibatch_size, key=k_update,
                                            kl_coef=kl_coef)
-    if adaptive:
-      curriculum = record(curriculum, idx, rho, group_reward.mean(1))
+    curriculum = jax.tree.map(lambda new, old: jnp.where(adaptive, new, old),
+                              record(curriculum, idx, rho, group_reward.mean(1)),
+                              state.curriculum)
     metrics = {"reward": reward.mean(), "rho": rho.mean(), "revealed": revealed.mean(),
                "kl": info["kl"].mean(), "loss": info["loss"].mean()}
     return RLState(params, opt_state, curriculum), metrics
