@@ -53,7 +53,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from experiments.common import ExperimentCLI, Ratio, save_json
+from experiments.common import ExperimentCLI, Ratio, save_json, trace_self_times
 from jaxlab import envs
 from jaxlab.core.rng import split_key_data as split
 from jaxlab.rl.agents import FACAgent, FACConfig
@@ -172,29 +172,6 @@ def _op_parts(compiled_text: str) -> dict[str, str]:
   return parts
 
 
-def _self_times(events: list[dict]) -> collections.Counter:
-  """Self time (own duration less the events nested in it on its thread) per HLO op, in us."""
-  threads = collections.defaultdict(list)
-  for e in events:
-    if e.get("ph") == "X":
-      threads[(e["pid"], e["tid"])].append(e)
-  self_us = collections.Counter()
-  for evs in threads.values():
-    evs.sort(key=lambda e: (e["ts"], -e["dur"]))
-    stack, child = [], collections.Counter()
-    for i, e in enumerate(evs):
-      while stack and e["ts"] >= evs[stack[-1]]["ts"] + evs[stack[-1]]["dur"]:
-        stack.pop()
-      if stack:
-        child[stack[-1]] += e["dur"]
-      stack.append(i)
-    for i, e in enumerate(evs):
-      op = (e.get("args") or {}).get("hlo_op")
-      if op is not None:
-        self_us[op] += e["dur"] - child[i]
-  return self_us
-
-
 def profile_chunk(run, carry, data, seeds: int, steps: int) -> dict:
   """Traces one call of the compiled chunk ``run`` (``steps`` steps) and splits its op time."""
   compiled = run.lower(carry, data).compile()
@@ -215,7 +192,7 @@ def profile_chunk(run, carry, data, seeds: int, steps: int) -> dict:
     shutil.rmtree(folder, ignore_errors=True)
   events = events["traceEvents"] if isinstance(events, dict) else events
   parts = _op_parts(compiled.as_text())
-  self_us = _self_times(events)
+  self_us, _ = trace_self_times(events, key=lambda e: (e.get("args") or {}).get("hlo_op"))
   by_part = collections.Counter()
   for op, us in self_us.items():
     by_part[parts.get(op, "loop control" if op.split(".")[0] in _CONTROL else "unattributed")] += us

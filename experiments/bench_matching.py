@@ -51,7 +51,7 @@ import jax
 import numpy as np
 
 from experiments import cpp
-from experiments.common import ExperimentCLI, Ratio, save_json
+from experiments.common import ExperimentCLI, Ratio, save_json, trace_self_times
 from jaxlab import matching as M
 from jaxlab.data.matching_instances import uniform
 
@@ -236,28 +236,6 @@ def _shape_bytes(shape: str) -> int:
   return _BYTES.get(shape.split("[")[0], 0) * _elements(shape)
 
 
-def _self_times(events: list[dict]) -> tuple[collections.Counter, collections.Counter]:
-  """Self time (own duration less nested events on its thread) and count per event name."""
-  self_us, count = collections.Counter(), collections.Counter()
-  threads = collections.defaultdict(list)
-  for e in events:
-    if e.get("ph") == "X":
-      threads[(e["pid"], e["tid"])].append(e)
-  for evs in threads.values():
-    evs.sort(key=lambda e: (e["ts"], -e["dur"]))
-    stack, child = [], collections.Counter()
-    for i, e in enumerate(evs):
-      while stack and e["ts"] >= evs[stack[-1]]["ts"] + evs[stack[-1]]["dur"]:
-        stack.pop()
-      if stack:
-        child[stack[-1]] += e["dur"]
-      stack.append(i)
-    for i, e in enumerate(evs):
-      self_us[e["name"]] += e["dur"] - child[i]
-      count[e["name"]] += 1
-  return self_us, count
-
-
 def _category(name: str, shape: str, opcode: str, n: int) -> str:
   if opcode == "copy":
     return "copies"
@@ -321,7 +299,7 @@ def trace_window(n: int, options: dict, x64: bool, budget_steps: int, top: int =
     events = json.load(f)
   shutil.rmtree(folder, ignore_errors=True)
   events = events["traceEvents"] if isinstance(events, dict) else events
-  self_us, count = _self_times(events)
+  self_us, count = trace_self_times(events)
   control = sum(v for k, v in self_us.items()
                 if k == "ThunkExecutor::Execute" or k.split(".")[0] in ("while", "cond"))
   leaf = {k: v for k, v in self_us.items() if k in ops and k.split(".")[0] not in ("while", "cond")}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import collections
 import copy
 import dataclasses
 import functools
@@ -476,6 +477,34 @@ class Ratio(NamedTuple):
   ratio: float  # ours / anchor
   note: str = ""
   higher_is_better: bool = False  # False: a time ratio (> 1 slower); True: a throughput ratio
+
+
+def trace_self_times(events: list[dict], key: Any = None
+                     ) -> tuple[collections.Counter, collections.Counter]:
+  """Self time in us (own duration less the events nested in it on its thread) and count
+  per ``key(event)`` (default the event's name; events whose key is None are skipped) of a
+  ``jax.profiler`` trace's complete events (``"ph": "X"``)."""
+  key = (lambda e: e["name"]) if key is None else key
+  self_us, count = collections.Counter(), collections.Counter()
+  threads = collections.defaultdict(list)
+  for e in events:
+    if e.get("ph") == "X":
+      threads[(e["pid"], e["tid"])].append(e)
+  for evs in threads.values():
+    evs.sort(key=lambda e: (e["ts"], -e["dur"]))
+    stack, child = [], collections.Counter()
+    for i, e in enumerate(evs):
+      while stack and e["ts"] >= evs[stack[-1]]["ts"] + evs[stack[-1]]["dur"]:
+        stack.pop()
+      if stack:
+        child[stack[-1]] += e["dur"]
+      stack.append(i)
+    for i, e in enumerate(evs):
+      name = key(e)
+      if name is not None:
+        self_us[name] += e["dur"] - child[i]
+        count[name] += 1
+  return self_us, count
 
 
 def time_interleaved(cases: dict, repeats: int, inner: int) -> dict[str, list[float]]:

@@ -1244,6 +1244,53 @@ def ttm_docs() -> dict[str, str]:
   }
 
 
+@register("lm_toolkit")
+def lm_toolkit_docs() -> dict[str, str]:
+  bench = load("lm_toolkit", "bench")
+  tr, de = bench["train"], bench["decode"]
+  m = bench["machine"]
+  rows = [[f"training step ({tr['shape']})", f"{thousands(tr['ours_tokens_per_s'])} tokens/s",
+           f"{thousands(tr['plain_tokens_per_s'])} tokens/s (plain nnx)",
+           f"{f(tr['ratio_median'], 3)} ({span(tr['ratio_range'], lambda v: f(v, 3))})"],
+          [f"greedy decoding of {de['new_tokens']} tokens to {de['context']} (batch "
+           f"{de['batch']})", f"{f(float(np.median(de['cache_s'])), 3)} s (KV cache)",
+           f"{f(float(np.median(de['recompute_s'])), 3)} s (recompute prefix)",
+           f"{f(de['ratio_median'], 3)} ({span(de['ratio_range'], lambda v: f(v, 3))}); "
+           f"cache {f(1 / de['ratio_median'], 1)}x faster"]]
+  cfg = bench["config"]
+  return {"bench_table": "\n" + table(["timing", "ours", "anchor",
+                                       "ours / anchor: median (min-max)"], rows)
+          + f"\n\n{cfg['repeats']} interleaved rounds of {cfg['inner']} calls after "
+            f"compiling, backend {m['backend']}; the cached "
+            f"and recomputed decodings gave the same tokens: {de['same_tokens']}. Record: "
+            "`docs/results/lm_toolkit/bench/`.\n"}
+
+
+@register("adaback")
+def adaback_docs() -> dict[str, str]:
+  from experiments import adaback  # noqa: PLC0415 (the experiment's claims and configs)
+
+  quick = load("adaback", "quick")
+  runs, cfg = quick["runs"], quick["config"]
+  final = lambda arm, key: np.array([r[arm][-1][key] for r in runs])  # noqa: E731
+  rows = [[arm, pm(final(arm, "valid")), pm(final(arm, "reward"))] for arm in adaback.ARMS]
+  claims = [[c.claim, c.measured, "yes" if c.held else "**no**"]
+            for c in adaback.claims(quick)]
+  full = adaback.CONFIGS["full"]
+  return {
+      "quick_table": "\n" + f"L = {cfg['length']}, {cfg['layers']} layers, d = "
+                     f"{cfg['d_model']}, {cfg['train']} prompts, {cfg['rl_steps']} iterations "
+                     f"of {cfg['prompts_per_step']} x {cfg['group_size']} completions, "
+                     f"{cfg['seeds']} seeds, {seconds(quick['wall_time_s'])}; mean ± std over "
+                     "seeds at the last evaluation:\n\n"
+                     + table(["arm", "test full-valid rate", "test reward"], rows) + "\n\n"
+                     + table(["claim", "measured", "held"], claims) + "\n",
+      "full_config": f"L = {full['length']}, {full['layers']} layers, d = {full['d_model']}, "
+                     f"{thousands(full['train'])} prompts, {thousands(full['rl_steps'])} "
+                     f"iterations per RL arm, {full['seeds']} seeds",
+  }
+
+
 CONFIGS = {"full": dict(check=False)}
 
 

@@ -34,16 +34,6 @@ def test_section_is_skipped_with_a_reason_without_a_compiler(monkeypatch):
   bench_matching.print_cpp(section)
 
 
-def test_self_times_subtract_nested_events_per_thread():
-  ev = lambda name, ts, dur, tid=1: {"ph": "X", "name": name, "ts": ts, "dur": dur, "pid": 0,
-                                     "tid": tid}
-  events = [ev("loop", 0, 10), ev("a", 1, 3), ev("b", 5, 2), ev("inner", 5.5, 1),
-            ev("a", 20, 4), ev("a", 0, 7, tid=2), {"ph": "M", "name": "meta"}]
-  self_us, count = bench_matching._self_times(events)
-  assert self_us == {"loop": 5, "a": 14, "b": 1, "inner": 1}
-  assert count == {"loop": 1, "a": 3, "b": 1, "inner": 1}
-
-
 def test_hlo_shapes_and_bytes():
   text = ("  %copy.3 = s32[7,500]{1,0} copy(s32[7,500]{1,0} %p)\n"
           "  ROOT fusion.1 = f64[] fusion(%a), kind=kLoop\n  %c = pred[500]{0} compare(%a, %b)")
