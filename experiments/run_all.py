@@ -86,6 +86,7 @@ ENTRIES: list[Entry] = [
     Entry("alpha-DPO for diffusion", "alpha_dpo", "OpenReview wqbnA6PcKr"),
     Entry("ReCouPLe", "recouple", "Hwang et al., arXiv:2603.04861"),
     Entry("Test-Time Matching", "ttm", "Zhu et al., arXiv:2510.07632"),
+    Entry("AdaBack", "adaback", "Amani, Lotfi et al., arXiv:2506.18110"),
 ]
 
 
