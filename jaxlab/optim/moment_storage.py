@@ -94,6 +94,19 @@ def _round_to_int(y: jax.Array, rounding: str, key: jax.Array | None) -> jax.Arr
   return jnp.round(y)  # ties to even
 
 
+def _materialized(y: jax.Array, bound: float) -> jax.Array:
+  """``y`` itself (``y / 1``, exact, NaN included), computed once rather than per consumer.
+
+  The codes have two consumers in an optimizer step: the stored codes and the decoded
+  moment the update reads. XLA:CPU fuses a chain of cheap elementwise ops into every
+  consumer, so the update recomputed the whole encode (random bits, scaling, rounding);
+  measured, that was the largest fusion of the step. A float division is an op XLA does
+  not duplicate, so ``y`` is written once and both consumers read it. The divisor is 1
+  because ``|y| <= bound`` (or y is NaN); XLA cannot know that, so it cannot fold it.
+  """
+  return y / jnp.where(y > bound, 2.0, 1.0)
+
+
 def _rbits(rounding: str, key: jax.Array | None, shape) -> jax.Array | None:
   return random_bits(key, shape) if rounding == "stochastic" else None
 
@@ -133,6 +146,7 @@ def encode(
   if second_moment:  # a positive v must not decode to 0 (see module docstring)
     q = jnp.where((q == 0) & (y > 0), smallest, q)
   y = jnp.where(finite, q, _NONFINITE_CODE[storage])
+  y = _materialized(y, _CODE_MAX[storage])
   codes = _unblocks(y, x).astype(_CODE_DTYPES[storage])
   return codes, scale
 
