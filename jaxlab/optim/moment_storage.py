@@ -170,8 +170,11 @@ def encode(
   # element). Such an entry gets the non-finite code below and decodes to NaN.
   finite = jnp.isfinite(b)
   absmax = jnp.max(jnp.where(finite, jnp.abs(b), 0.0), axis=1)
-  scale = absmax / _CODE_MAX[storage]
-  y = b / jnp.where(scale > 0, scale, 1.0)[:, None]
+  # Both divisions as multiplications by a float32 reciprocal: what XLA:CPU compiled
+  # ``absmax / max_code`` and ``b / scale`` into (its algebraic simplifier), now stated,
+  # so the codes do not depend on that rewrite.
+  scale = absmax * jnp.float32(1.0 / _CODE_MAX[storage])
+  y = b * (1.0 / jnp.where(scale > 0, scale, 1.0))[:, None]
   if storage == "int8":
     q = jnp.clip(_round_to_int(y, rounding, key), -127, 127)
     smallest = 1.0
