@@ -157,19 +157,22 @@ def encode(
     x: jax.Array, storage: str, rounding: str, key: jax.Array | None, second_moment: bool
 ) -> tuple[jax.Array, jax.Array | None]:
   """Encodes one moment buffer. Returns ``(codes, scales)``; scales may be None."""
-  if second_moment and storage != "bfloat16":
-    x = jnp.sqrt(jnp.maximum(x, 0.0))
   if storage == "bfloat16":
     fmt = FloatFormat.BF16
     y = quantize_f32(x.astype(jnp.float32), fmt.exp_bits, fmt.man_bits, None, rounding,
                      _rbits(rounding, key, x.shape))
     return y.astype(jnp.bfloat16), None
-  b = _blocks(x)
+  # The second moment is coded as sqrt(max(v, 0)), finite exactly where max(v, 0) is.
+  b = _blocks(jnp.maximum(x, 0.0) if second_moment else x)
   # Scales over the block's finite entries only: one NaN, inf or overflowing
   # entry must not poison the other 255 (as optax.adam, where it stays one
   # element). Such an entry gets the non-finite code below and decodes to NaN.
   finite = jnp.isfinite(b)
   absmax = jnp.max(jnp.where(finite, jnp.abs(b), 0.0), axis=1)
+  if second_moment:
+    # max(sqrt(.)) = sqrt(max(.)) exactly (a correctly rounded sqrt is monotonic), so the
+    # block maximum is taken on v: no pass that writes sqrt(v) just for the reduction.
+    absmax, b = jnp.sqrt(absmax), jnp.sqrt(b)
   # Both divisions as multiplications by a float32 reciprocal: what XLA:CPU compiled
   # ``absmax / max_code`` and ``b / scale`` into (its algebraic simplifier), now stated,
   # so the codes do not depend on that rewrite.
