@@ -170,3 +170,29 @@ def test_codec_bit_identical_to_numpy_reference(storage, second_moment):
   np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
   np.testing.assert_array_equal(got[~np.isnan(got)].view(np.uint32),
                                 want[~np.isnan(want)].view(np.uint32))
+
+
+def test_e4m3fn_stochastic_rounding_equals_quantize_f32():
+  """The encoder's float8 rounding with its constants worked in, against the generic one.
+
+  Every float32 exponent from subnormal to past 448 (saturation), random, zero and
+  tie-making mantissas, random, all-zero and all-one bits.
+  """
+  from jaxlab.quant.float_format import FloatFormat, quantize_f32
+
+  rng = np.random.default_rng(3)
+  n = 1 << 16
+  e = rng.integers(0, 136, n).astype(np.uint32)
+  m = rng.integers(0, 1 << 23, n).astype(np.uint32)
+  m[: n // 4] &= 0x7FF000
+  m[n // 4: n // 2] = 0
+  y = ((rng.integers(0, 2, n).astype(np.uint32) << 31) | (e << 23) | m).view(np.float32)
+  r = rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32)
+  r[:: 7] = 0
+  r[1:: 7] = 0xFFFFFFFF
+  r[2:: 7] = m[2:: 7]  # bits equal to the dropped mantissa bits: the strict comparison
+  f = FloatFormat.E4M3FN
+  want = jax.jit(lambda y, r: quantize_f32(y, f.exp_bits, f.man_bits, f.max_value,
+                                          "stochastic", r))(y, r)
+  got = jax.jit(ms._e4m3fn_stochastic)(y, r)
+  np.testing.assert_array_equal(np.asarray(got).view(np.uint32), np.asarray(want).view(np.uint32))
