@@ -41,6 +41,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+from jax import lax
 
 from jaxlab.core.rng import random_bits
 from jaxlab.quant.float_format import FloatFormat, quantize_f32
@@ -94,6 +95,82 @@ def _round_to_int(y: jax.Array, rounding: str, key: jax.Array | None) -> jax.Arr
   return jnp.round(y)  # ties to even
 
 
+def _materialized(y: jax.Array, bound: float) -> jax.Array:
+  """``y`` itself (``y / 1``, exact, NaN included), computed once rather than per consumer.
+
+  The codes have two consumers in an optimizer step: the stored codes and the decoded
+  moment the update reads. XLA:CPU fuses a chain of cheap elementwise ops into every
+  consumer, so the update recomputed the whole encode (random bits, scaling, rounding);
+  measured, that was the largest fusion of the step. A float division is an op XLA does
+  not duplicate, so ``y`` is written once and both consumers read it. The divisor is 1
+  because ``|y| <= bound`` (or y is NaN); XLA cannot know that, so it cannot fold it.
+  """
+  return y / jnp.where(y > bound, 2.0, 1.0)
+
+
+def _f8_from_f32(q: jax.Array) -> jax.Array:
+  """float8_e4m3fn codes of float32 ``q`` whose values the format holds exactly (or NaN).
+
+  The bits are moved, not rounded (``q`` is already on the grid): the same codes as
+  ``q.astype(jnp.float8_e4m3fn)``, whose generic rounding costs XLA:CPU three times as
+  much. Normals keep exponent and top three mantissa bits, re-biased (127 - 7 = 120, so
+  ``(a >> 20) - (120 << 3)``); subnormals (below 2**-6) are ``|q| * 2**9`` quanta; NaN
+  is 0x7F; the sign bit is kept.
+  """
+  bits = lax.bitcast_convert_type(q, jnp.uint32)
+  sign = (bits >> 24) & jnp.uint32(0x80)
+  a = bits & jnp.uint32(0x7FFFFFFF)
+  normal = (a >> 20) - jnp.uint32(120 << 3)
+  sub = (lax.bitcast_convert_type(a, jnp.float32) * 2.0**9).astype(jnp.uint32)
+  mag = jnp.where(a >= jnp.uint32(0x3C800000), normal, sub)  # 0x3C800000: 2**-6
+  mag = jnp.where(a > jnp.uint32(0x7F800000), jnp.uint32(0x7F), mag)
+  return lax.bitcast_convert_type((sign | mag).astype(jnp.uint8), jnp.float8_e4m3fn)
+
+
+def _f32_from_f8(codes: jax.Array) -> jax.Array:
+  """float32 values of float8_e4m3fn ``codes``: ``codes.astype(jnp.float32)`` by moving bits.
+
+  Normals re-bias the exponent (inverse of :func:`_f8_from_f32`), subnormals are
+  ``m * 2**-9`` (a normal float32, so no flush to zero), 0x7F / 0xFF decode to the
+  quiet NaN of the code's sign, as XLA's conversion gives.
+  """
+  c = lax.bitcast_convert_type(codes, jnp.uint8).astype(jnp.uint32)
+  sign = (c & jnp.uint32(0x80)) << 24
+  m7 = c & jnp.uint32(0x7F)
+  normal = (m7 + jnp.uint32(120 << 3)) << 20
+  sub = lax.bitcast_convert_type(m7.astype(jnp.float32) * 2.0**-9, jnp.uint32)
+  mag = jnp.where(m7 >= 8, normal, sub)
+  mag = jnp.where(m7 == 0x7F, jnp.uint32(0x7FC00000), mag)
+  return lax.bitcast_convert_type(sign | mag, jnp.float32)
+
+
+def _e4m3fn_stochastic(y: jax.Array, rbits: jax.Array) -> jax.Array:
+  """Stochastic rounding of finite float32 ``y`` to float8_e4m3fn, saturating at 448.
+
+  ``quantize_f32(y, 4, 3, 448, "stochastic", rbits)`` bit for bit (tested over every
+  exponent, with ties, zero and all-ones bits), with the format's constants worked in:
+  at or above 2**-9 round away the low ``s`` = 20..23 magnitude bits (``s > 20`` on the
+  subnormal grid), up when ``rbits mod 2**s`` falls below them; below 2**-9 the result is
+  0 or 2**-9, up when the bits fall below the significand ``sig`` scaled to the quantum
+  (``rbits mod 2**t < sig`` for ``t = 141 - e <= 31``, else ``rbits < sig >> (t - 32)``).
+  Non-finite ``y`` give 448 (the encoder codes them as NaN).
+  """
+  u32 = jnp.uint32
+  bits = lax.bitcast_convert_type(y, jnp.uint32)
+  a = bits & u32(0x7FFFFFFF)
+  e = a >> 23  # biased float32 exponent
+  s = u32(20) + (u32(121) - jnp.clip(e, u32(118), u32(121)))
+  mask = (u32(1) << s) - u32(1)
+  normal = ((a >> s) + ((rbits & mask) < (a & mask)).astype(jnp.uint32)) << s
+  sig = (a & u32(0x7FFFFF)) | u32(0x800000)
+  t = u32(141) - jnp.minimum(e, u32(117))  # >= 24
+  up = jnp.where(t <= 31, (rbits & ((u32(1) << jnp.minimum(t, u32(31))) - u32(1))) < sig,
+                 rbits < (sig >> jnp.clip(t - u32(32), u32(0), u32(31))))
+  tiny = jnp.where(up & (e > 0), u32(118 << 23), u32(0))  # 118 << 23: 2**-9
+  res = jnp.minimum(jnp.where(e >= 118, normal, tiny), u32(0x43E00000))  # 0x43E00000: 448
+  return lax.bitcast_convert_type(res | (bits & u32(0x80000000)), jnp.float32)
+
+
 def _rbits(rounding: str, key: jax.Array | None, shape) -> jax.Array | None:
   return random_bits(key, shape) if rounding == "stochastic" else None
 
@@ -107,33 +184,42 @@ def encode(
     x: jax.Array, storage: str, rounding: str, key: jax.Array | None, second_moment: bool
 ) -> tuple[jax.Array, jax.Array | None]:
   """Encodes one moment buffer. Returns ``(codes, scales)``; scales may be None."""
-  if second_moment and storage != "bfloat16":
-    x = jnp.sqrt(jnp.maximum(x, 0.0))
   if storage == "bfloat16":
     fmt = FloatFormat.BF16
     y = quantize_f32(x.astype(jnp.float32), fmt.exp_bits, fmt.man_bits, None, rounding,
                      _rbits(rounding, key, x.shape))
     return y.astype(jnp.bfloat16), None
-  b = _blocks(x)
+  # The second moment is coded as sqrt(max(v, 0)), finite exactly where max(v, 0) is.
+  b = _blocks(jnp.maximum(x, 0.0) if second_moment else x)
   # Scales over the block's finite entries only: one NaN, inf or overflowing
   # entry must not poison the other 255 (as optax.adam, where it stays one
   # element). Such an entry gets the non-finite code below and decodes to NaN.
   finite = jnp.isfinite(b)
   absmax = jnp.max(jnp.where(finite, jnp.abs(b), 0.0), axis=1)
-  scale = absmax / _CODE_MAX[storage]
-  y = b / jnp.where(scale > 0, scale, 1.0)[:, None]
+  if second_moment:
+    # max(sqrt(.)) = sqrt(max(.)) exactly (a correctly rounded sqrt is monotonic), so the
+    # block maximum is taken on v: no pass that writes sqrt(v) just for the reduction.
+    absmax, b = jnp.sqrt(absmax), jnp.sqrt(b)
+  # Both divisions as multiplications by a float32 reciprocal: what XLA:CPU compiled
+  # ``absmax / max_code`` and ``b / scale`` into (its algebraic simplifier), now stated,
+  # so the codes do not depend on that rewrite.
+  scale = absmax * jnp.float32(1.0 / _CODE_MAX[storage])
+  y = b * (1.0 / jnp.where(scale > 0, scale, 1.0))[:, None]
   if storage == "int8":
     q = jnp.clip(_round_to_int(y, rounding, key), -127, 127)
     smallest = 1.0
   else:
     fmt = FloatFormat.E4M3FN
-    q = quantize_f32(y, fmt.exp_bits, fmt.man_bits, fmt.max_value, rounding,
-                     _rbits(rounding, key, y.shape))
+    if rounding == "stochastic":  # what the optimizers use: quantize_f32's bits, fewer ops
+      q = _e4m3fn_stochastic(y, random_bits(key, y.shape))
+    else:
+      q = quantize_f32(y, fmt.exp_bits, fmt.man_bits, fmt.max_value, rounding)
     smallest = fmt.min_subnormal
   if second_moment:  # a positive v must not decode to 0 (see module docstring)
     q = jnp.where((q == 0) & (y > 0), smallest, q)
   y = jnp.where(finite, q, _NONFINITE_CODE[storage])
-  codes = _unblocks(y, x).astype(_CODE_DTYPES[storage])
+  y = _unblocks(_materialized(y, _CODE_MAX[storage]), x)
+  codes = y.astype(jnp.int8) if storage == "int8" else _f8_from_f32(y)
   return codes, scale
 
 
@@ -144,7 +230,7 @@ def decode(
   """Inverse of :func:`encode`, returning a float array of ``dtype``."""
   if storage == "bfloat16":
     return codes.astype(dtype)
-  c = _blocks(codes.astype(jnp.float32))
+  c = _blocks(codes.astype(jnp.float32) if storage == "int8" else _f32_from_f8(codes))
   if storage == "int8":  # -128, never a value code, marks a non-finite entry
     c = jnp.where(c == _NONFINITE_CODE["int8"], jnp.nan, c)
   y = c * scales[:, None]  # finite scales (see encode): no 0 * inf

@@ -1,5 +1,7 @@
 """Block-wise compact moment storage: codecs and memory/accuracy targets."""
 
+from fractions import Fraction
+
 import jax
 import jax.numpy as jnp
 import ml_dtypes
@@ -72,3 +74,125 @@ def test_least_squares_final_loss_within_5_percent_of_fp32(storage):
   fp32 = float(jax.jit(lambda: final_loss(optax.adam(3e-2)))())
   ours = float(jax.jit(lambda: final_loss(quantized_adam(3e-2, moment_storage=storage)))())
   assert abs(ours - fp32) <= 0.05 * fp32, (ours, fp32)
+
+
+def _hash_bits_np(n, key):
+  """random_bits(key, (n,)) written out in numpy: lowbias32(lowbias32(i * phi + k0) ^ k1)."""
+  k0, k1 = (int(w) for w in np.asarray(jax.random.key_data(key)).reshape(-1)[[0, -1]])
+
+  def lowbias32(x):
+    x = x ^ (x >> 16)
+    x = (x * 0x7FEB352D) & 0xFFFFFFFF
+    x = x ^ (x >> 15)
+    x = (x * 0x846CA68B) & 0xFFFFFFFF
+    return x ^ (x >> 16)
+
+  i = np.arange(n, dtype=np.uint64)
+  return lowbias32(lowbias32((i * 0x9E3779B9 + k0) & 0xFFFFFFFF) ^ k1)
+
+
+_E4M3FN_GRID = np.unique(np.abs(np.arange(256, dtype=np.uint8).view(ml_dtypes.float8_e4m3fn)
+                                .astype(np.float64)))
+_E4M3FN_GRID = _E4M3FN_GRID[np.isfinite(_E4M3FN_GRID)]  # 0 .. 448
+
+
+def _stochastic_e4m3fn_np(y, r):
+  """Stochastic rounding of float32 ``y`` to float8_e4m3fn, from the grid and exact fractions.
+
+  Between grid neighbours ``lo <= |y| < hi`` it rounds up iff the low ``k`` random bits
+  fall below ``(|y| - lo) / (hi - lo) * 2**k``, ``k`` the number of float32 bits the
+  rounding drops (capped at 32), saturating at 448.
+  """
+  out = np.empty(y.shape, np.float32)
+  for i, (v, bits) in enumerate(zip(y.astype(np.float64), r, strict=True)):
+    a = abs(v)
+    j = np.searchsorted(_E4M3FN_GRID, a, side="right") - 1
+    lo = _E4M3FN_GRID[j]
+    if a == lo or j + 1 == len(_E4M3FN_GRID):
+      q = lo
+    else:
+      hi = _E4M3FN_GRID[j + 1]
+      k = min(32, round(np.log2((hi - lo) / np.spacing(np.float32(a)))))
+      frac = Fraction(a - lo) / Fraction(hi - lo)  # exact: all are dyadic
+      q = hi if (int(bits) % 2**k) < int(frac * 2**k) else lo
+    out[i] = np.copysign(q, v)
+  return out
+
+
+@pytest.mark.parametrize("storage", ["int8", "float8_e4m3fn"])
+@pytest.mark.parametrize("second_moment", [False, True])
+def test_codec_bit_identical_to_numpy_reference(storage, second_moment):
+  """encode / decode against an independent numpy + ml_dtypes statement of the codec.
+
+  Ragged last block, a zero block, NaN / inf / huge entries, tiny entries next to large
+  ones (second-moment floor, float8 subnormals) and stochastic rounding; no float32
+  subnormals (XLA:CPU flushes them in the absmax).
+  """
+  rng = np.random.default_rng(5)
+  x = (rng.standard_normal(700) * np.exp(rng.uniform(-12, 3, 700))).astype(np.float32)
+  x[256:512] = 0.0
+  x[20] = -0.0
+  if second_moment:
+    x = x * x  # v >= 0 (below, -inf: a negative v is clamped to 0)
+  x[[3, 10, 600]] = [np.nan, -np.inf, 3e38]
+  key = jax.random.key(11)
+  codes, scales = ms.encode(jnp.asarray(x), storage, "stochastic", key, second_moment)
+  back = ms.decode(codes, scales, storage, second_moment, jnp.float32)
+
+  code_max = {"int8": 127.0, "float8_e4m3fn": 448.0}[storage]
+  b = np.sqrt(np.maximum(x, 0), dtype=np.float32) if second_moment else x
+  blocks = np.pad(b, (0, 768 - 700)).reshape(3, 256)
+  finite = np.isfinite(blocks)
+  absmax = np.where(finite, np.abs(blocks), 0).max(axis=1)
+  scale = absmax * np.float32(1 / code_max)  # the code's reciprocal multiplications
+  y = blocks * (np.float32(1) / np.where(scale > 0, scale, np.float32(1)))[:, None]
+  r = _hash_bits_np(768, key).reshape(3, 256)
+  if storage == "int8":
+    u = (r >> 8).astype(np.float32) * np.float32(2.0**-24)
+    q = np.clip(np.floor(y + u), -127, 127)
+    smallest = 1.0
+  else:
+    q = _stochastic_e4m3fn_np(y.reshape(-1), r.reshape(-1)).reshape(y.shape)
+    smallest = 2.0**-9
+  if second_moment:
+    q = np.where((q == 0) & (y > 0), smallest, q)
+  q = np.where(finite, q, -128 if storage == "int8" else np.nan).astype(np.float32)
+  want_codes = q.reshape(-1)[:700].astype(np.int8 if storage == "int8" else
+                                          ml_dtypes.float8_e4m3fn)
+  np.testing.assert_array_equal(np.asarray(scales).view(np.uint32), scale.view(np.uint32))
+  np.testing.assert_array_equal(np.asarray(codes).view(np.uint8), want_codes.view(np.uint8))
+
+  value = want_codes.astype(np.float32)
+  value = np.where(value == -128, np.nan, value) if storage == "int8" else value
+  want = value * np.repeat(scale, 256)[:700]
+  want = want * want if second_moment else want
+  got = np.asarray(back)
+  np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+  np.testing.assert_array_equal(got[~np.isnan(got)].view(np.uint32),
+                                want[~np.isnan(want)].view(np.uint32))
+
+
+def test_e4m3fn_stochastic_rounding_equals_quantize_f32():
+  """The encoder's float8 rounding with its constants worked in, against the generic one.
+
+  Every float32 exponent from subnormal to past 448 (saturation), random, zero and
+  tie-making mantissas, random, all-zero and all-one bits.
+  """
+  from jaxlab.quant.float_format import FloatFormat, quantize_f32
+
+  rng = np.random.default_rng(3)
+  n = 1 << 16
+  e = rng.integers(0, 136, n).astype(np.uint32)
+  m = rng.integers(0, 1 << 23, n).astype(np.uint32)
+  m[: n // 4] &= 0x7FF000
+  m[n // 4: n // 2] = 0
+  y = ((rng.integers(0, 2, n).astype(np.uint32) << 31) | (e << 23) | m).view(np.float32)
+  r = rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32)
+  r[:: 7] = 0
+  r[1:: 7] = 0xFFFFFFFF
+  r[2:: 7] = m[2:: 7]  # bits equal to the dropped mantissa bits: the strict comparison
+  f = FloatFormat.E4M3FN
+  want = jax.jit(lambda y, r: quantize_f32(y, f.exp_bits, f.man_bits, f.max_value,
+                                          "stochastic", r))(y, r)
+  got = jax.jit(ms._e4m3fn_stochastic)(y, r)
+  np.testing.assert_array_equal(np.asarray(got).view(np.uint32), np.asarray(want).view(np.uint32))
