@@ -86,6 +86,8 @@ ENTRIES: list[Entry] = [
     Entry("alpha-DPO for diffusion", "alpha_dpo", "OpenReview wqbnA6PcKr"),
     Entry("ReCouPLe", "recouple", "Hwang et al., arXiv:2603.04861"),
     Entry("Test-Time Matching", "ttm", "Zhu et al., arXiv:2510.07632"),
+    Entry("Expert Divergence Learning", "expert_divergence",
+          "Expert Divergence Learning for MoE-based Language Models, arXiv:2603.00054"),
 ]
 
 
