@@ -105,12 +105,18 @@ def make_data(cfg: dict):
   return data
 
 
-def make_train(cfg: dict, net):
-  """``train(beta, random, params0, key, train, random_labels, val) -> (final metrics,
-  evals, per-step info)``: one arm on one seed (vmap it over both)."""
+def make_chunk(cfg: dict, net):
+  """``(init, chunk)``: ``init(params0) -> opt_state``, and ``chunk(beta, random, carry, train,
+  random_labels, val) -> (carry, evals, per-step info)``, ``steps / num_evals`` steps of one
+  arm on one seed through the shared fit loop, then one held-out evaluation (vmap both
+  over arms and seeds). ``carry = (params, opt_state, key data)``; consecutive chunks are
+  one fit run (the learning-rate schedule's count is in the optimizer state, the key chain
+  in the carry)."""
   d, k = cfg["domains"], cfg["top_k"]
-  opt = optax.adamw(optax.warmup_cosine_decay_schedule(0.0, cfg["lr"], max(cfg["steps"] // 20, 1),
-                                                       cfg["steps"], cfg["lr"] / 10), 1e-4)
+  sched = optax.warmup_cosine_decay_schedule(0.0, cfg["lr"], max(cfg["steps"] // 20, 1),
+                                             cfg["steps"], cfg["lr"] / 10)
+  opt = optax.adamw(sched, weight_decay=1e-4)
+  per_eval = cfg["steps"] // cfg["num_evals"]
 
   def evaluate(params, val):
     tokens = val.reshape(-1, val.shape[-1])
@@ -121,7 +127,8 @@ def make_train(cfg: dict, net):
     metrics = ed.routing_metrics(out.router_probs, labels, d, k)
     return {"ce": ce_domain.mean(), "ce_domain": ce_domain, **metrics}
 
-  def train(beta, random, params0, key, train_rows, random_labels, val):
+  def chunk(beta, random, carry, train_rows, random_labels, val):
+    params, opt_state, key_data = carry
     true = jnp.broadcast_to(jnp.arange(d)[:, None], random_labels.shape)
     labels = jnp.where(random, random_labels, true)
     sample = ed.domain_sampler(train_rows, labels, cfg["per_domain"])
@@ -130,39 +137,62 @@ def make_train(cfg: dict, net):
       return ed.edl_loss(net.replace(params=params), batch[0], batch[1], num_domains=d,
                          beta=beta)
 
-    result = fit(loss_fn, opt, params0, key, num_steps=cfg["steps"], sample=sample,
-                     has_aux=True, eval_fn=lambda p: evaluate(p, val),
-                     num_evals=cfg["num_evals"])
+    result = fit(loss_fn, opt, params, jax.random.wrap_key_data(key_data), num_steps=per_eval,
+                 sample=sample, has_aux=True, opt_state=opt_state)
+    state = result.state
     info = {"ce": result.metrics.aux["lm/ce"], "ed_jsd": result.metrics.aux["ed/jsd"]}
-    return result.evals, info
+    carry = (state.params, state.opt_state, jax.random.key_data(state.key))
+    return carry, evaluate(state.params, val), info
 
-  return train
+  return opt.init, chunk
 
 
-def run(cfg: dict) -> dict:
+def run(cfg: dict, checkpoint_dir: str | None = None) -> dict:
   mcfg = model_config(cfg)
   seeds = list(range(cfg["seeds"]))
+  if cfg["steps"] % cfg["num_evals"]:
+    raise ValueError(f"--num-evals must divide --steps, got {cfg['num_evals']} and "
+                     f"{cfg['steps']}")
   data_fn = make_data(cfg)
   data = [data_fn(jax.random.fold_in(jax.random.key(s), 7)) for s in seeds]
   # each domain's entropy rate: the CE floor once the domain is known
   entropy = [[float(lt.entropy_rate(c)) for c in x[3]] for x in data]
   nets = [tfm.create(mcfg, jax.random.key(1000 + s)) for s in seeds]
-  params0 = jax.tree.map(lambda *p: jnp.stack(p), *[n.params for n in nets])
-  keys = jnp.stack([jax.random.key_data(jax.random.key(2000 + s)) for s in seeds])
-  stack = lambda i: jnp.stack([x[i] for x in data])  # noqa: E731
-  per_seed = shard_seeds((params0, keys, stack(0), stack(2), stack(1)))
   arm_list = arms(cfg)
+  n_arms = len(arm_list)
+  stack = lambda xs: jax.tree.map(lambda *a: jnp.stack(a), *xs)  # noqa: E731
+  params0 = stack([n.params for n in nets])
+  keys = jnp.stack([jax.random.key_data(jax.random.key(2000 + s)) for s in seeds])
+  init, chunk = make_chunk(cfg, nets[0])
+  # every arm starts from its seed's initialization and key: carry leaves (arms, seeds, ...)
+  tile = lambda x: jnp.broadcast_to(x, (n_arms, *x.shape))  # noqa: E731
+  carry = jax.tree.map(tile, (params0, jax.vmap(init)(params0), keys))
+  per_seed = shard_seeds((stack([x[0] for x in data]), stack([x[2] for x in data]),
+                          stack([x[1] for x in data])))
   betas = jnp.asarray([a["beta"] for a in arm_list], jnp.float32)
   random = jnp.asarray([a["random_labels"] for a in arm_list])
-  train = make_train(cfg, nets[0])
-  one_seed = lambda b, r, p, kd, *x: train(b, r, p, jax.random.wrap_key_data(kd), *x)  # noqa: E731
-  over_seeds = jax.vmap(one_seed, (None, None, 0, 0, 0, 0, 0))
-  program = jax.jit(jax.vmap(over_seeds, (0, 0, None, None, None, None, None)))
-  with tqdm(total=1, desc="expert_divergence (all arms x seeds, one program)") as bar:
-    evals, info = jax.block_until_ready(program(betas, random, *per_seed))
-    bar.update()
-  evals = jax.tree.map(np.asarray, evals)  # leaves (arms, seeds, num_evals, ...)
-  info = jax.tree.map(np.asarray, info)  # (arms, seeds, steps)
+  over_seeds = jax.vmap(chunk, (None, None, 0, 0, 0, 0))
+  program = jax.jit(jax.vmap(over_seeds, (0, 0, 0, None, None, None)))
+
+  def run_chunk(i, carry, counter):
+    carry, evals, info = program(betas, random, carry, *per_seed)
+    return carry, {**evals, **{f"train_{k}": v for k, v in info.items()}}, counter + 1
+
+  if checkpoint_dir is None:  # no orbax import for the short scales
+    history = []
+    for i in tqdm(range(cfg["num_evals"]), desc="expert_divergence (arms x seeds vmapped)"):
+      carry, record, _ = run_chunk(i, carry, 0)
+      history.append(jax.tree.map(np.asarray, record))
+  else:
+    from jaxlab.training import run_chunks  # noqa: PLC0415 (imports orbax)
+    _, history = run_chunks(carry, cfg["num_evals"], run_chunk, checkpoint_dir=checkpoint_dir,
+                            desc="expert_divergence (arms x seeds vmapped)",
+                            fingerprint={"config": cfg})
+  # leaves (arms, seeds, num_evals, ...); per-step training info (arms, seeds, steps)
+  evals = {k: np.stack([h[k] for h in history], 2) for k in history[0]
+           if not k.startswith("train_")}
+  info = {k[len("train_"):]: np.concatenate([h[k] for h in history], 2) for k in history[0]
+          if k.startswith("train_")}
   every = cfg["steps"] // cfg["num_evals"]
   final, curves = {}, {}
   for i, arm in enumerate(arm_list):
@@ -317,10 +347,14 @@ def cli() -> ExperimentCLI:
 
 
 def main(argv=None) -> dict:
-  args, scale, cfg = cli().parse(argv)
+  c = cli()
+  c.parser.add_argument("--checkpoint-dir", default=None,
+                        help="orbax checkpoints after every evaluation; rerun with the same "
+                             "flag to resume")
+  args, scale, cfg = c.parse(argv)
   os.makedirs(args.out, exist_ok=True)
   start = time.time()
-  result = {"scale": scale, "config": cfg, **run(cfg)}
+  result = {"scale": scale, "config": cfg, **run(cfg, args.checkpoint_dir)}
   result["wall_time_s"] = time.time() - start
   result["machine"] = machine()
   result["figures"] = plot(result, args.out)

@@ -91,7 +91,8 @@ def per_domain_mean(values: jax.Array, domains: jax.Array, num_domains: int,
 
   Args:
     values: ``(B, ...)`` one entry per sequence.
-    domains: int ``(B,)`` domain label of each row, in ``[0, num_domains)``.
+    domains: int ``(B,)`` domain label of each row, in ``[0, num_domains)`` (a label
+      outside it matches no domain: its row is left out, as ``jax.nn.one_hot`` does).
     num_domains: the number of domains ``D`` (static).
     weights: optional ``(B,)`` row weights (0 drops a row).
 
