@@ -54,7 +54,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxlab.core.checks import check_int, check_range
+from jaxlab.core.checks import check_int, check_range, concrete
 from jaxlab.nn import Net
 
 __all__ = ["domain_expert_joint", "domain_router_distributions", "domain_sampler", "edl_loss",
@@ -83,6 +83,16 @@ def jensen_shannon(p: jax.Array, q: jax.Array) -> jax.Array:
   """
   m = 0.5 * (p + q)
   return 0.5 * _kl_terms(p, m) + 0.5 * _kl_terms(q, m)
+
+
+def _check_labels(domains: jax.Array, num_domains: int) -> jax.Array:
+  """Raises for concrete labels outside ``[0, num_domains)``; returns the number of such rows
+  (nonzero only for traced labels, which cannot raise: the loss's info reports it)."""
+  labels = concrete(domains, "domains")
+  if labels is not None and labels.size and (labels.min() < 0 or labels.max() >= num_domains):
+    bad = labels[(labels < 0) | (labels >= num_domains)].reshape(-1)[0].item()
+    raise ValueError(f"domains must be ints in [0, num_domains={num_domains}), got {bad!r}")
+  return jnp.sum((domains < 0) | (domains >= num_domains))
 
 
 def per_domain_mean(values: jax.Array, domains: jax.Array, num_domains: int,
@@ -157,13 +167,19 @@ def expert_divergence_loss(router_probs: jax.Array, domains: jax.Array, num_doma
 
   Returns:
     ``(loss, info)``: the scalar loss (0 when fewer than two domains are present) and
-    ``{"ed/jsd": mean pairwise JSD over layers and pairs, "ed/pairs": number of pairs}``.
+    ``{"ed/jsd": mean pairwise JSD over layers and pairs, "ed/pairs": number of pairs,
+    "ed/unlabelled": rows whose label is outside [0, num_domains), left out}``.
+
+  Raises:
+    ValueError: for a bad shape, ``eps <= 0``, or concrete labels out of range (traced
+      labels cannot raise: ``ed/unlabelled`` counts them).
   """
   if router_probs.ndim != 4:
     raise ValueError(f"router_probs must be (layers, batch, T, experts), got shape "
                      f"{router_probs.shape}")
   check_int(num_domains, "num_domains", lo=1)
   check_range(eps, "eps", lo=0.0, lo_open=True)
+  unlabelled = _check_labels(domains, num_domains)
   dist, present = domain_router_distributions(router_probs, domains, num_domains, mask)
   jsd = pairwise_jsd(dist)  # (L, D, D)
   pairs = _pair_mask(present).astype(jsd.dtype)
@@ -172,7 +188,7 @@ def expert_divergence_loss(router_probs: jax.Array, domains: jax.Array, num_doma
   per_layer = jnp.sum(pairs * -jnp.log(jsd + eps), (-2, -1)) / denom  # (L,)
   loss = jnp.where(num_pairs > 0, per_layer.mean(), 0.0)
   mean_jsd = jnp.sum(pairs * jsd, (-2, -1)).mean() / denom
-  return loss, {"ed/jsd": mean_jsd, "ed/pairs": num_pairs}
+  return loss, {"ed/jsd": mean_jsd, "ed/pairs": num_pairs, "ed/unlabelled": unlabelled}
 
 
 def edl_loss(net: Net, tokens: jax.Array, domains: jax.Array, *, num_domains: int,
