@@ -87,6 +87,8 @@ ENTRIES: list[Entry] = [
     Entry("ReCouPLe", "recouple", "Hwang et al., arXiv:2603.04861"),
     Entry("Test-Time Matching", "ttm", "Zhu et al., arXiv:2510.07632"),
     Entry("AdaBack", "adaback", "Amani, Lotfi et al., arXiv:2506.18110"),
+    Entry("Expert Divergence Learning", "expert_divergence",
+          "Expert Divergence Learning for MoE-based Language Models, arXiv:2603.00054"),
 ]
 
 

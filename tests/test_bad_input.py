@@ -309,3 +309,17 @@ def test_bench_fractal_gd_rejects_a_bad_step_count(tmp_path):
     with pytest.raises(ValueError, match="max_steps|resolution"):
       bench_fractal_gd.main([*argv, "--out", str(tmp_path)])
   assert not any(tmp_path.iterdir())  # nothing written
+
+
+# --- Expert Divergence Learning: domain labels outside [0, num_domains) -------------------------
+
+
+def test_expert_divergence_flags_out_of_range_domain_labels():
+  from jaxlab.lm import expert_divergence as ed
+
+  probs = jnp.full((1, 3, 2, 4), 0.25)
+  with pytest.raises(ValueError, match=r"domains must be ints in \[0, num_domains=2\), got 2"):
+    ed.expert_divergence_loss(probs, jnp.array([0, 1, 2]), 2)
+  # traced labels cannot raise: the row is left out and counted, not silently dropped
+  _, info = jax.jit(ed.expert_divergence_loss, static_argnums=2)(probs, jnp.array([0, 1, -1]), 2)
+  assert int(info["ed/unlabelled"]) == 1 and int(info["ed/pairs"]) == 1
