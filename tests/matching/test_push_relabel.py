@@ -93,6 +93,19 @@ def test_exact_tail_uses_only_tail_servers_and_stays_valid():
   assert np.all(tail[M.assignment(state)[-4:]])
 
 
+def test_float64_costs_with_an_exact_tail():
+  # The tail's potentials u, v are sums of float64 distances: init keeps them in that dtype
+  # (they were float32, and the tail's branch then disagreed with push-relabel's in dtype).
+  servers, requests = _instance(5, 12)
+  with jax.enable_x64(True):
+    state = M.init(servers.astype(np.float64), cost_dtype="float64", exact_tail=3)
+    assert state.u.dtype == state.v.dtype == np.float64
+    state = M.insert_many(state, requests.astype(np.float64))
+    assert M.num_inserted(state) == 12 and state.u.dtype == np.float64
+    M.check_invariants(state)
+    assert np.all(np.asarray(state.extra.tail_servers)[M.assignment(state)[-3:]])
+
+
 def test_l1_and_precomputed_agree():
   servers, requests = _instance(3, 30, dim=5)
   d = M.cost_matrix(requests, servers, "l1")
