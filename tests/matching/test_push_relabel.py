@@ -67,15 +67,19 @@ def test_batch_rounds_reinsert_in_parallel_and_small_gathers_change_nothing(monk
   assert rounds[1] > rounds[0] > 0
   M.check_invariants(state)
   assert 1.0 <= float(M.cost(state)) / M.optimal_cost(requests, servers) < 1.10
-  # A round gathers its free requests into the smallest of _ROUND_WIDTHS that holds them
-  # (a speed-up, late in a batch): the trajectory equals padding every round to the batch
-  # width bit for bit (random choices depend on request ids, not on positions).
-  monkeypatch.setattr(push_relabel, "_ROUND_WIDTHS", ())
+  # A round gathers its free requests into the smallest power of two that holds them, and
+  # on CPU computes the priorities only in rounds with an admissible edge (speed-ups): the
+  # trajectory equals padding every round to the batch width and calling round_proposals'
+  # reference in every round, bit for bit (random choices depend on request ids, not on
+  # positions).
+  monkeypatch.setattr(push_relabel, "_gather_widths", lambda width: (width,))
+  monkeypatch.setattr(push_relabel, "_CPU_FORM", False)
   padded, padded_rounds = run()
   assert padded_rounds == rounds
   np.testing.assert_array_equal(state.server_of, padded.server_of)
   np.testing.assert_array_equal(state.extra.y_r, padded.extra.y_r)
   np.testing.assert_array_equal(state.extra.y_s, padded.extra.y_s)
+  np.testing.assert_array_equal(state.extra.level, padded.extra.level)
 
 
 def test_exact_tail_uses_only_tail_servers_and_stays_valid():
