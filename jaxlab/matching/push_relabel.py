@@ -597,7 +597,10 @@ def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
       # column, and the minimum slack, in every round; here the slacks come first, then
       # only what the round's kind uses: the priorities (among admissible edges) when
       # there is an admissible edge, else the minimum slack. The same results.
-      slack = scaled_cost(dist, l, inputs.scale0, divisors) - y_r[:, None] - pr.y_s[l][None, :]
+      # Most rounds run at level 0, where the chain of divisions is not needed.
+      cost = jax.lax.cond(l == 0, lambda: scaled_cost(dist, l, inputs.scale0, ()),
+                          lambda: scaled_cost(dist, l, inputs.scale0, divisors))
+      slack = cost - y_r[:, None] - pr.y_s[l][None, :]
       ok = inputs.eligible[None, :] & ok_row[:, None]
       adm = ok & (slack == -1)
 
