@@ -2,6 +2,7 @@
 
     python -m experiments.bench_matching [--quick] [--n N ...] [--out DIR]
     python -m experiments.bench_matching --section cpp [--quick] [--cpp-n N ...] [--out DIR]
+    python -m experiments.bench_matching --section batch [--quick] [--batch-n N ...] [--out DIR]
 
 Section ``anchors`` (the default): uniform 2-D instance, all n insertions:
 ``exact`` (jitted, one scan) against the same step in plain numpy
@@ -32,6 +33,17 @@ runs), and an op-level trace of one window of late arrivals (``jax.profiler``;
 trace overhead inflates small ops, so its shares are indicative, its per-step
 counts and bytes exact). Without a C++ compiler the section records why it was
 skipped. Writes ``results.json`` and ``cpp.csv`` (one row per instance).
+
+Section ``batch`` (``--section batch``): push-relabel's parallel rounds
+(``insert_batch``) against its sequential algorithm (``insert_many``) on the
+same instances (``--batch-families``, ``--batch-n``, ``--batch-seeds`` seeds),
+requests arriving in ``BATCH_CHUNKS`` chunks of n/20 (each chunk one batch; the
+sequential run gets the same chunks, so both pay the same host calls), median
+of ``--batch-repeats`` interleaved runs each, compilation excluded. Records the
+wall times and their ratio (target, issue 16: batch within 2x of sequential on
+CPU), the parallel rounds, the requests placed one at a time (fallbacks: only
+the exact tail, off here), the omega doublings and cost / OPT of both. Writes
+``batch.csv`` (one row per instance) besides ``results.json``.
 """
 
 from __future__ import annotations
@@ -53,7 +65,8 @@ import numpy as np
 from experiments import cpp
 from experiments.common import ExperimentCLI, Ratio, save_json, trace_self_times
 from jaxlab import matching as M
-from jaxlab.data.matching_instances import uniform
+from jaxlab.data.matching_instances import FAMILIES, uniform
+from jaxlab.data.matching_instances import make as make_instance
 
 
 def _time_jax(algorithm: str, servers, requests, **kw) -> tuple[float, float]:
@@ -394,7 +407,84 @@ def print_cpp(section: dict) -> None:
 
 def write_cpp_csv(path: str, section: dict) -> None:
   """One row per instance: every scalar field of the section's rows."""
-  rows = section["rows"]
+  write_rows_csv(path, section["rows"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Section "batch": push-relabel's parallel rounds against its sequential algorithm.
+
+BATCH_CHUNKS = 20  # arrivals in chunks of n / 20, one batch each (as matching_incremental)
+
+
+def batch_runner(step, servers, requests, metric: str):
+  """Compiles ``step`` (``M.insert_batch`` or ``M.insert_many``) on one chunk; returns a
+  function that times all chunks from an empty state: ``(seconds, state)``."""
+  chunk = len(requests) // BATCH_CHUNKS
+
+  def once(reqs=requests):
+    state = jax.block_until_ready(M.init(servers, metric=metric))
+    start = time.perf_counter()
+    for i in range(0, len(reqs), chunk):
+      state = step(state, reqs[i:i + chunk])
+    jax.block_until_ready(state.count)
+    return time.perf_counter() - start, state
+
+  once(requests[:chunk])  # compile (every chunk has one shape)
+  return once
+
+
+def bench_batch(family: str, n: int, seed: int, repeats: int) -> dict:
+  """One instance: batch and sequential runs interleaved, median of ``repeats`` each."""
+  servers, requests, metric = make_instance(family, n, seed)
+  opt = M.optimal_cost(requests, servers, metric)
+  runners = {"batch": batch_runner(M.insert_batch, servers, requests, metric),
+             "sequential": batch_runner(M.insert_many, servers, requests, metric)}
+  runs = {name: [] for name in runners}
+  for _ in range(repeats):
+    for name, once in runners.items():
+      runs[name].append(once())
+  row = {"family": family, "n": n, "seed": seed, "chunk": n // BATCH_CHUNKS, "opt_cost": opt}
+  for name, got in runs.items():
+    state = got[-1][1]  # every run computes the same state
+    row[f"{name}_s"] = float(np.median([t for t, _ in got]))
+    row[f"{name}_runs_s"] = [t for t, _ in got]
+    row[f"{name}_ratio"] = float(M.cost(state)) / opt
+    row[f"{name}_restarts"] = int(state.extra.restarts)
+    row[f"{name}_steps"] = int(state.extra.steps)
+    row[f"{name}_inserted"] = M.num_inserted(state)
+  last = runs["batch"][-1][1]
+  row["rounds"] = int(last.extra.rounds)  # re-insertions after omega doublings included
+  row["fallbacks"] = int(last.extra.fallbacks)
+  row["batch_vs_sequential"] = row["batch_s"] / row["sequential_s"]
+  return row
+
+
+def run_batch_section(cfg: dict) -> dict:
+  """Every (family, n, seed) of the batch comparison."""
+  bad = [n for n in cfg["batch_n"] if n % BATCH_CHUNKS or n < BATCH_CHUNKS]
+  if bad:
+    raise ValueError(f"batch_n must be positive multiples of {BATCH_CHUNKS} (the chunks), "
+                     f"got {bad}")
+  rows = [bench_batch(family, n, seed, cfg["batch_repeats"])
+          for family in cfg["batch_families"] for n in cfg["batch_n"]
+          for seed in range(cfg["batch_seeds"])]
+  return {"repeats": cfg["batch_repeats"], "chunks": BATCH_CHUNKS, "rows": rows}
+
+
+def print_batch(section: dict) -> None:
+  print(f"batch rounds (insert_batch, chunks of n/{section['chunks']}) vs sequential "
+        f"(insert_many, same chunks); median of {section['repeats']} interleaved runs")
+  print(f"{'family':>10s} {'n':>6s} {'seed':>4s} {'batch s':>8s} {'seq s':>7s} {'b/s':>5s} "
+        f"{'rounds':>8s} {'fallb':>5s} {'restarts':>8s} {'batch/OPT':>9s} {'seq/OPT':>7s}")
+  for r in section["rows"]:
+    print(f"{r['family']:>10s} {r['n']:6d} {r['seed']:4d} {r['batch_s']:8.2f} "
+          f"{r['sequential_s']:7.2f} {r['batch_vs_sequential']:5.2f} {r['rounds']:8d} "
+          f"{r['fallbacks']:5d} {r['batch_restarts']:4d}/{r['sequential_restarts']:<3d} "
+          f"{r['batch_ratio']:9.3f} {r['sequential_ratio']:7.3f}")
+
+
+def write_rows_csv(path: str, rows: list[dict]) -> None:
+  """One row per instance: every scalar field of the rows."""
   keys = [k for k in rows[0] if not isinstance(rows[0][k], list)]
   with open(path, "w", newline="") as f:
     w = csv.DictWriter(f, keys, extrasaction="ignore")
@@ -409,7 +499,9 @@ def ratios(result: dict) -> list[Ratio]:
   scipy solve of the final problem; ``push_relabel`` vs ``exact``, with both
   costs / OPT in the note. Where the ``cpp`` section ran: ``push_relabel``
   (``insert_many``, default options and the C++ options) vs the official C++
-  code's sequential algorithm, mean over seeds of the per-seed ratios.
+  code's sequential algorithm, mean over seeds of the per-seed ratios. Where the
+  ``batch`` section ran: ``insert_batch`` vs ``insert_many`` per family and n, mean
+  over seeds of the per-seed ratios.
   """
   out = []
   for r in result.get("rows", []):
@@ -434,16 +526,30 @@ def ratios(result: dict) -> list[Ratio]:
           float(np.mean(per_seed)),
           f"{len(at)} seeds, {min(per_seed):.2f}-{max(per_seed):.2f}; cost / OPT "
           f"{mean(f'ours_{name}_ratio'):.3f} vs {mean('cpp_ratio'):.3f}; target: <= 1"))
+  rows = result.get("batch", {}).get("rows", [])
+  for family, n in dict.fromkeys((r["family"], r["n"]) for r in rows):
+    at = [r for r in rows if (r["family"], r["n"]) == (family, n)]
+    per_seed = [r["batch_vs_sequential"] for r in at]
+    mean = lambda key, at=at: float(np.mean([r[key] for r in at]))
+    out.append(Ratio(
+        f"push_relabel batch rounds (insert_batch) vs sequential (insert_many), {family} "
+        f"n = {n}", float(np.mean(per_seed)),
+        f"{len(at)} seeds, {min(per_seed):.2f}-{max(per_seed):.2f}; {mean('rounds'):.0f} rounds, "
+        f"{mean('fallbacks'):.0f} fallbacks; cost / OPT {mean('batch_ratio'):.3f} vs "
+        f"{mean('sequential_ratio'):.3f}; target: <= 2"))
   return out
 
 
 CONFIGS = {
     "full": dict(n=[1000, 2000, 10000], cpp_n=[2000], cpp_seeds=3, cpp_repeats=3,
-                 cpp_probe_n=[32, 256], cpp_opt="-O2", trace_steps=2000),
+                 cpp_probe_n=[32, 256], cpp_opt="-O2", trace_steps=2000,
+                 batch_n=[1000, 2000], batch_seeds=2, batch_repeats=3,
+                 batch_families=["uniform", "clustered"]),
     "quick": dict(n=[1000], cpp_n=[500], cpp_seeds=2, cpp_repeats=3, cpp_probe_n=[32, 128],
-                  cpp_opt="-O2", trace_steps=2000),
+                  cpp_opt="-O2", trace_steps=2000, batch_n=[500], batch_seeds=1, batch_repeats=3,
+                  batch_families=["uniform", "clustered"]),
 }
-SECTIONS = ("anchors", "cpp", "all")
+SECTIONS = ("anchors", "cpp", "batch", "all")
 
 
 def cli() -> ExperimentCLI:
@@ -455,10 +561,16 @@ def cli() -> ExperimentCLI:
       "cpp_repeats": "timed runs per implementation and instance (the median counts)",
       "cpp_probe_n": "extra sizes (seed 0) for the per-step model a + b n",
       "cpp_opt": "the C++ program's optimization flags (pass as --cpp-opt=-O0)",
-      "trace_steps": "steps of late arrivals traced op by op (0: no trace)"})
+      "trace_steps": "steps of late arrivals traced op by op (0: no trace)",
+      "batch_n": "instance sizes of the batch vs sequential comparison (section batch)",
+      "batch_seeds": "instances (seeds 0..) per family and size (section batch)",
+      "batch_repeats": "timed runs of each mode per instance (the median counts)",
+      "batch_families": "instance families (jaxlab.data.matching_instances)"},
+      choices={"batch_families": FAMILIES})
   c.parser.add_argument("--section", choices=SECTIONS, default="anchors",
                         help="anchors (exact vs numpy and scipy; the default), cpp "
-                             "(push-relabel vs the official C++) or all")
+                             "(push-relabel vs the official C++), batch (push-relabel's "
+                             "parallel rounds vs its sequential algorithm) or all")
   return c
 
 
@@ -470,11 +582,18 @@ def main(argv=None) -> dict:
     result["rows"] = anchors(cfg["n"])
   if args.section in ("cpp", "all"):
     result["cpp"] = run_cpp_section(cfg)
-    result["cpp"]["config"] = {k: v for k, v in cfg.items() if k != "n"}
+    result["cpp"]["config"] = {k: v for k, v in cfg.items()
+                               if k != "n" and not k.startswith("batch_")}
     print_cpp(result["cpp"])
+  if args.section in ("batch", "all"):
+    result["batch"] = run_batch_section(cfg)
+    result["batch"]["config"] = {k: v for k, v in cfg.items() if k.startswith("batch_")}
+    print_batch(result["batch"])
   os.makedirs(args.out, exist_ok=True)
   if result.get("cpp", {}).get("rows"):
     write_cpp_csv(os.path.join(args.out, "cpp.csv"), result["cpp"])
+  if result.get("batch", {}).get("rows"):
+    write_rows_csv(os.path.join(args.out, "batch.csv"), result["batch"]["rows"])
   result = save_json(os.path.join(args.out, "results.json"), result, "bench_matching", argv,
                      default=lambda x: None if np.isnan(x) else x)
   return result

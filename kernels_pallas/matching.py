@@ -54,8 +54,13 @@ BIG = np.int32(2**30)
 NONE = np.int32(-(2**31))  # the priority key of a row without an admissible server
 
 
-def _scaled(d: jax.Array, level: jax.Array, scale0: jax.Array, divisors: tuple[float, ...]):
-  """Integer cost at ``level`` (traced) from float distances, chained as the paper."""
+def scaled_cost(d: jax.Array, level: jax.Array, scale0: jax.Array,
+                divisors: tuple[float, ...]) -> jax.Array:
+  """Integer cost at ``level`` (traced) from float distances, chained as the paper.
+
+  ``ceil(d * scale0)``, then ``ceil(c / divisors[i])`` for each level below ``level``,
+  clipped to ``BIG``, as int32 (push-relabel's CPU rounds compute their slacks with it).
+  """
   c = jnp.ceil(d * scale0)
   out = c
   for i, div in enumerate(divisors):
@@ -75,7 +80,7 @@ def _tile(d, y_r, y_s, eligible, valid, row_ids, col0, n, level, scale0, k0, k1,
   (``jnp.argmax``'s choice), found with a max and a min: Mosaic's argmax takes
   float32 only.
   """
-  slack = _scaled(d, level, scale0, divisors) - y_r - y_s
+  slack = scaled_cost(d, level, scale0, divisors) - y_r - y_s
   ok = eligible & valid
   adm = ok & (slack == -1)
   cols = col0 + lax.broadcasted_iota(jnp.int32, d.shape, 1)

@@ -132,8 +132,9 @@ def init(
       count=np.zeros((), np.int32),
       server_of=np.full((capacity,), -1, np.int32),
       request_of=np.full((n,), -1, np.int32),
-      u=np.zeros((capacity,), np.float32),
-      v=np.zeros((n,), np.float32),
+      # The exact tail's potentials are sums of distances: the distances' dtype.
+      u=np.zeros((capacity,), dtype),
+      v=np.zeros((n,), dtype),
       extra=extra,
       rejected=np.zeros((), bool),
       config=config,

@@ -90,11 +90,9 @@ import numpy as np
 from jaxlab.core.rng import hash_bits
 from jaxlab.matching.exact import insert_exact
 from jaxlab.matching.state import MatchConfig, MatchState, distance_row
-from kernels_pallas.matching import round_proposals
+from kernels_pallas.matching import round_proposals, scaled_cost
 
 _BIG = np.int32(2**30)
-# The gather widths of a parallel round below the batch width (see _parallel_rounds).
-_ROUND_WIDTHS = (1, 8, 64)
 
 
 class PushRelabelState(NamedTuple):
@@ -446,21 +444,38 @@ def _insert_tail(state: MatchState, row: jax.Array) -> MatchState:
 
 
 class _Round(NamedTuple):
+  """Loop state of :func:`_parallel_rounds`."""
+
   request_of: jax.Array
   server_of: jax.Array
   pr: PushRelabelState
   rounds: jax.Array  # rounds run in this batch
+  slots: jax.Array  # (width,) the free requests, in any order; capacity marks an empty slot
+  keys: jax.Array  # (_KEY_BLOCK, 4) uint32 key words of rounds 32 k .. 32 k + 31
 
 
 class _RoundInputs(NamedTuple):
   """The parts of a parallel round that do not depend on its gather width."""
 
   level: jax.Array  # the lowest level holding a free request
-  here: jax.Array  # (capacity,) bool: the free requests at that level
+  here: jax.Array  # (width,) bool: the slots holding a free request at that level
   eligible: jax.Array  # (n,) bool: servers free or held at a level >= it
   scale0: jax.Array  # 2 n / (eps omega)
   proposal_words: tuple[jax.Array, jax.Array]  # key words of the proposals' priorities
   accept_words: tuple[jax.Array, jax.Array]  # key words of the servers' acceptances
+
+
+# Round keys are drawn this many at a time (a threefry fold_in and split per round, as
+# scalar ops, cost more than a small round's arithmetic).
+_KEY_BLOCK = 32
+# False: every round calls round_proposals (the kernel, or its jnp reference on CPU)
+# instead of the CPU form below; the same trajectory, bit for bit (tested).
+_CPU_FORM = True
+
+
+def _gather_widths(width: int) -> tuple[int, ...]:
+  """Gather widths of a round: the powers of two below the batch width, then the width."""
+  return tuple(1 << k for k in range(width.bit_length()) if 1 << k < width) + (width,)
 
 
 def _initial_dual(state: MatchState, row: jax.Array) -> jax.Array:
@@ -470,81 +485,92 @@ def _initial_dual(state: MatchState, row: jax.Array) -> jax.Array:
   return jnp.minimum(jnp.int32(schedule(cfg)["y_max_int"][0]), jnp.min(d + 1 - pr.y_s[0]))
 
 
-def _parallel_rounds(state: MatchState, count: jax.Array, width: int) -> MatchState:
-  """Rounds over the free requests until every live request is matched.
+def _round_keys(base_key: jax.Array, first: jax.Array) -> jax.Array:
+  """``(_KEY_BLOCK, 4)`` key words of rounds ``first ..``: proposal words, acceptance words.
+
+  Round ``r``'s key is ``fold_in(base_key, r)``, split into the proposals' and the
+  acceptances' keys; each gives its first and last key word.
+  """
+  def one(r):
+    k_prop, k_acc = jax.random.split(jax.random.fold_in(base_key, r))
+    words = jax.random.key_data(k_prop).reshape(-1)
+    kw = jax.random.key_data(k_acc).reshape(-1)
+    return jnp.stack([words[0], words[-1], kw[0], kw[-1]])
+
+  return jax.vmap(one)(first + jnp.arange(_KEY_BLOCK, dtype=jnp.int32))
+
+
+def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
+                     count: jax.Array) -> MatchState:
+  """Rounds over the free requests ``rows[valid]`` until every one is matched
+  (``count``: the requests stored so far, which keys the rounds' random choices).
 
   A round works at the lowest level ``l`` holding a free request and gathers
-  at most ``width`` of them (the batch size: a batch never has more free
-  requests). If none has an admissible edge, all their duals rise by the
-  global minimum slack + 1 (requests crossing ``y_max(l)`` move up); else
-  every one of them proposes to a random admissible server
-  (:func:`kernels_pallas.matching.round_proposals`), each server accepts one
-  random proposer, the matches apply at once and evicted holders go free.
+  the free requests there (at most the batch width: a batch never has more
+  free requests; evictions replace matched ones). If none has an admissible
+  edge, all their duals rise by the global minimum slack + 1 (requests
+  crossing ``y_max(l)`` move up); else every one of them proposes to a random
+  admissible server (:func:`kernels_pallas.matching.round_proposals`), each
+  server accepts one random proposer, the matches apply at once and evicted
+  holders go free.
+
+  Every request before ``rows`` is matched when this starts (earlier chunks ran to
+  completion, or an omega doubling started over at row 0), so the free requests are
+  kept in a slot list of the batch's width: a round reads those slots, not every stored
+  request, and nothing in a round is capacity-wide.
   """
   cfg = state.config
   sched = schedule(cfg)
+  width = rows.shape[0]
   y_max = jnp.asarray(sched["y_max"], jnp.float32)
   top = num_levels(cfg) - 1
   divisors = tuple(float(x) for x in sched["divisor"][:-1])
-  live = jnp.arange(cfg.capacity) < count
   base_key = jax.random.fold_in(jax.random.key(cfg.seed), count)
-
-  def free_mask(c):
-    return live & (c.server_of < 0)
-
-  def lowest_free(c: _Round) -> tuple[jax.Array, jax.Array]:
-    """The lowest level holding a free request, and the free requests there."""
-    free = free_mask(c)
-    l = jnp.min(jnp.where(free, c.pr.level, top + 1))
-    return l, free & (c.pr.level == l)
 
   def round_inputs(c: _Round) -> _RoundInputs:
     """What a round needs that does not depend on how many rows it gathers."""
-    l, here = lowest_free(c)
+    filled = c.slots < cfg.capacity
+    slot_level = c.pr.level[jnp.minimum(c.slots, cfg.capacity - 1)]
+    l = jnp.min(jnp.where(filled, slot_level, top + 1))
+    here = filled & (slot_level == l)
     holder = c.request_of
     eligible = (holder < 0) | (c.pr.level[jnp.maximum(holder, 0)] >= l)
-    key = jax.random.fold_in(base_key, c.rounds)
-    k_prop, k_acc = jax.random.split(key)
-    words = jax.random.key_data(k_prop).reshape(-1)
-    kw = jax.random.key_data(k_acc).reshape(-1)
+    words = c.keys[c.rounds % _KEY_BLOCK]
     scale0 = 2.0 * cfg.num_servers / (cfg.eps * c.pr.omega)
-    return _RoundInputs(l, here, eligible, scale0, (words[0], words[-1]), (kw[0], kw[-1]))
+    return _RoundInputs(l, here, eligible, scale0, (words[0], words[1]), (words[2], words[3]))
 
-  def round_at(c: _Round, inputs: _RoundInputs, width: int) -> _Round:
-    """One round, gathering the (at most ``width``) free requests of the lowest level."""
+  def round_at(c: _Round, inputs: _RoundInputs, gather: int) -> _Round:
+    """One round, gathering the (at most ``gather``) free requests of the lowest level."""
     pr = c.pr
     l = inputs.level
-    rows = jnp.nonzero(inputs.here, size=width, fill_value=cfg.capacity)[0]
-    valid = rows < cfg.capacity
+    pos = jnp.nonzero(inputs.here, size=gather, fill_value=width)[0]
+    rows = jnp.where(pos < width, c.slots[jnp.minimum(pos, width - 1)], cfg.capacity)
+    ok_row = rows < cfg.capacity
     rows_c = jnp.minimum(rows, cfg.capacity - 1)
     dist = jax.vmap(lambda i: distance_row(state, state.requests[i]))(rows_c)
-    choice, min_slack = round_proposals(
-        dist, pr.y_r[l, rows_c], pr.y_s[l], inputs.eligible, valid, rows_c, l, inputs.scale0,
-        inputs.proposal_words, divisors)
+    y_r = pr.y_r[l, rows_c]
 
-    def raise_duals(c: _Round) -> _Round:
-      m = jnp.min(jnp.where(valid, min_slack, _BIG))
-      idx = jnp.where(valid, rows, cfg.capacity)
+    def raise_duals(c: _Round, m: jax.Array) -> _Round:
+      """Every gathered dual rises by ``m + 1`` (``m``: the minimum eligible slack)."""
+      idx = jnp.where(ok_row, rows, cfg.capacity)
       y_r = c.pr.y_r.at[l, idx].add(m + 1, mode="drop")
-      up = valid & (y_r[l, rows_c].astype(jnp.float32) >= y_max[l]) & (l < top)
+      up = ok_row & (y_r[l, rows_c].astype(jnp.float32) >= y_max[l]) & (l < top)
       up_idx = jnp.where(up, rows, cfg.capacity)
       y_r = y_r.at[l, up_idx].set(y_max[l].astype(jnp.int32), mode="drop")
       level = c.pr.level.at[up_idx].add(1, mode="drop")
       return c._replace(pr=c.pr._replace(y_r=y_r, level=level))
 
-    def push(c: _Round) -> _Round:
-      # Each chosen server accepts the proposer with the largest random priority;
-      # equal priorities go to the lowest position, so exactly one wins.
+    def push(c: _Round, choice: jax.Array) -> _Round:
+      # Each chosen server accepts the proposer with the largest random priority; equal
+      # priorities go to the lowest request id, so exactly one wins. Pairwise over the
+      # gathered rows (gather x gather), not per server: nothing n-wide.
       proposing = choice >= 0
       prio = jnp.where(proposing, hash_bits(rows_c.astype(jnp.uint32), *inputs.accept_words) | 1,
                        0)
-      target = jnp.where(proposing, choice, cfg.num_servers)
-      top_prio = jax.ops.segment_max(prio, target, num_segments=cfg.num_servers + 1)
-      position = jnp.arange(width)
-      tied = proposing & (prio == top_prio[target])
-      first = jax.ops.segment_min(jnp.where(tied, position, width), target,
-                                  num_segments=cfg.num_servers + 1)
-      accepted = tied & (position == first[target])
+      rival = (proposing[None, :] & (choice[None, :] == choice[:, None])
+               & ((prio[None, :] > prio[:, None])
+                  | ((prio[None, :] == prio[:, None]) & (rows[None, :] < rows[:, None]))))
+      accepted = proposing & ~jnp.any(rival, axis=1)
       srv = jnp.where(accepted, choice, cfg.num_servers)  # distinct for accepted rows
       evicted = jnp.where(accepted, c.request_of[jnp.minimum(choice, cfg.num_servers - 1)], -1)
       server_of = c.server_of.at[jnp.where(evicted >= 0, evicted, cfg.capacity)].set(
@@ -552,30 +578,71 @@ def _parallel_rounds(state: MatchState, count: jax.Array, width: int) -> MatchSt
       server_of = server_of.at[jnp.where(accepted, rows, cfg.capacity)].set(srv, mode="drop")
       request_of = c.request_of.at[srv].set(rows, mode="drop")
       y_s = c.pr.y_s.at[l, srv].add(-1, mode="drop")
-      return c._replace(request_of=request_of, server_of=server_of,
+      # An accepted request leaves its slot to the request it evicted (if any).
+      slots = c.slots.at[pos].set(
+          jnp.where(accepted, jnp.where(evicted >= 0, evicted, cfg.capacity), rows), mode="drop")
+      return c._replace(request_of=request_of, server_of=server_of, slots=slots,
                         pr=c.pr._replace(y_s=y_s))
 
-    c = jax.lax.cond(jnp.any(choice >= 0), push, raise_duals, c)
+    def kernel_round(c: _Round) -> _Round:
+      choice, min_slack = round_proposals(
+          dist, y_r, pr.y_s[l], inputs.eligible, ok_row, rows_c, l, inputs.scale0,
+          inputs.proposal_words, divisors)
+      m = jnp.min(jnp.where(ok_row, min_slack, _BIG))
+      return jax.lax.cond(jnp.any(choice >= 0), lambda c: push(c, choice),
+                          lambda c: raise_duals(c, m), c)
+
+    def cpu_round(c: _Round) -> _Round:
+      # round_proposals' jnp reference computes the random priorities of every row and
+      # column, and the minimum slack, in every round; here the slacks come first, then
+      # only what the round's kind uses: the priorities (among admissible edges) when
+      # there is an admissible edge, else the minimum slack. The same results.
+      # Most rounds run at level 0, where the chain of divisions is not needed.
+      cost = jax.lax.cond(l == 0, lambda: scaled_cost(dist, l, inputs.scale0, ()),
+                          lambda: scaled_cost(dist, l, inputs.scale0, divisors))
+      slack = cost - y_r[:, None] - pr.y_s[l][None, :]
+      ok = inputs.eligible[None, :] & ok_row[:, None]
+      adm = ok & (slack == -1)
+
+      def proposals(c: _Round) -> _Round:
+        n = cfg.num_servers
+        cols = jnp.arange(n, dtype=jnp.int32)[None, :]
+        flat = rows_c.astype(jnp.uint32)[:, None] * jnp.uint32(n) + cols.astype(jnp.uint32)
+        prio = jnp.where(adm, hash_bits(flat, *inputs.proposal_words) | jnp.uint32(1),
+                         jnp.uint32(0))
+        best = jnp.max(prio, axis=1, keepdims=True)
+        arg = jnp.min(jnp.where(prio == best, cols, _BIG), axis=1)
+        return push(c, jnp.where(best[:, 0] > 0, arg, -1))
+
+      return jax.lax.cond(jnp.any(adm), proposals,
+                          lambda c: raise_duals(c, jnp.min(jnp.where(ok, slack, _BIG))), c)
+
+    c = (jax.lax.platform_dependent(c, cpu=cpu_round, default=kernel_round) if _CPU_FORM
+         else kernel_round(c))
     return c._replace(rounds=c.rounds + 1, pr=c.pr._replace(steps=c.pr.steps + 1))
 
   # A round's work is (rows gathered) x n. Late in a batch few requests are free (eviction
-  # chains), so a round gathers into the smallest of these widths that holds them: the
-  # same round (the random choices depend on request ids, and rows keep their order), at a
-  # fraction of the work of padding to the batch width. Only the gathering part is in
+  # chains), so a round gathers into the smallest power of two (or the batch width) that
+  # holds them: the same round (the random choices depend on request ids, not positions),
+  # at a fraction of the work of padding to the batch width. Only the gathering part is in
   # the branches (one copy per width); the rest is computed once per round.
-  widths = tuple(b for b in _ROUND_WIDTHS if b < width) + (width,)
+  widths = _gather_widths(width)
 
   def body(c: _Round) -> _Round:
+    c = c._replace(keys=jax.lax.cond(c.rounds % _KEY_BLOCK == 0,
+                                     lambda: _round_keys(base_key, c.rounds), lambda: c.keys))
     inputs = round_inputs(c)
     if len(widths) == 1:
       return round_at(c, inputs, width)
     num_free = jnp.sum(inputs.here)
     which = sum((num_free > b).astype(jnp.int32) for b in widths[:-1])
-    return jax.lax.switch(which, [functools.partial(round_at, width=b) for b in widths], c,
+    return jax.lax.switch(which, [functools.partial(round_at, gather=b) for b in widths], c,
                           inputs)
 
-  init = _Round(state.request_of, state.server_of, state.extra, jnp.int32(0))
-  out = jax.lax.while_loop(lambda c: jnp.any(free_mask(c)), body, init)
+  slots = jnp.where(valid, rows, cfg.capacity).astype(jnp.int32)
+  init = _Round(state.request_of, state.server_of, state.extra, jnp.int32(0), slots,
+                jnp.zeros((_KEY_BLOCK, 4), jnp.uint32))
+  out = jax.lax.while_loop(lambda c: jnp.any(c.slots < cfg.capacity), body, init)
   pr = out.pr._replace(rounds=out.pr.rounds + out.rounds)
   return state.replace(request_of=out.request_of, server_of=out.server_of, extra=pr)
 
@@ -639,7 +706,7 @@ def _rounds_batch(state: MatchState, rows: jax.Array, count: jax.Array) -> Match
   def chunk(c: _Chunks) -> _Chunks:
     rows = c.first + jnp.arange(width)
     end = jnp.minimum(c.first + width, count)
-    s = _parallel_rounds(_start_free(c.state, rows, rows < end), end, width)
+    s = _parallel_rounds(_start_free(c.state, rows, rows < end), rows, rows < end, end)
     last = end >= count  # every request is placed: the omega check
     redo = last & ~_omega_ok(s, count)
     s = jax.lax.cond(redo, _reset_doubled, lambda s: s, s)

@@ -72,3 +72,25 @@ def test_cpp_section_end_to_end_at_a_tiny_size(tmp_path):
   header = (tmp_path / "cpp.csv").read_text().splitlines()[0].split(",")
   assert "cpp_official_s" in header and "ours_default_s" in header
   assert np.isfinite(bench_matching.ratios(saved)[0].ratio)
+
+
+def test_batch_section_end_to_end_at_a_tiny_size(tmp_path):
+  result = bench_matching.main(["--section", "batch", "--batch-n", "40", "--batch-seeds", "1",
+                                "--batch-repeats", "1", "--batch-families", "clustered",
+                                "--out", str(tmp_path)])
+  row = result["batch"]["rows"][0]
+  assert (row["family"], row["n"], row["chunk"]) == ("clustered", 40, 2)
+  assert row["batch_inserted"] == row["sequential_inserted"] == 40
+  assert row["rounds"] > 0 and row["fallbacks"] == 0  # no exact tail: every request by rounds
+  assert row["batch_ratio"] >= 1 - 1e-6 and row["sequential_ratio"] >= 1 - 1e-6
+  assert row["batch_vs_sequential"] == row["batch_s"] / row["sequential_s"] > 0
+  saved = json.loads((tmp_path / "results.json").read_text())
+  assert "rows" not in saved and "cpp" not in saved
+  assert saved["batch"]["config"]["batch_families"] == ["clustered"]
+  header = (tmp_path / "batch.csv").read_text().splitlines()[0].split(",")
+  assert "batch_vs_sequential" in header and "batch_runs_s" not in header
+  (ratio,) = bench_matching.ratios(saved)
+  assert ratio.name.endswith("clustered n = 40") and ratio.ratio == row["batch_vs_sequential"]
+  assert "1 seeds" in ratio.note and "target: <= 2" in ratio.note
+  with pytest.raises(ValueError, match="multiples of 20"):
+    bench_matching.run_batch_section(dict(result["batch"]["config"], batch_n=[50]))

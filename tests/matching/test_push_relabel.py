@@ -67,15 +67,19 @@ def test_batch_rounds_reinsert_in_parallel_and_small_gathers_change_nothing(monk
   assert rounds[1] > rounds[0] > 0
   M.check_invariants(state)
   assert 1.0 <= float(M.cost(state)) / M.optimal_cost(requests, servers) < 1.10
-  # A round gathers its free requests into the smallest of _ROUND_WIDTHS that holds them
-  # (a speed-up, late in a batch): the trajectory equals padding every round to the batch
-  # width bit for bit (random choices depend on request ids, not on positions).
-  monkeypatch.setattr(push_relabel, "_ROUND_WIDTHS", ())
+  # A round gathers its free requests into the smallest power of two that holds them, and
+  # on CPU computes the priorities only in rounds with an admissible edge (speed-ups): the
+  # trajectory equals padding every round to the batch width and calling round_proposals'
+  # reference in every round, bit for bit (random choices depend on request ids, not on
+  # positions).
+  monkeypatch.setattr(push_relabel, "_gather_widths", lambda width: (width,))
+  monkeypatch.setattr(push_relabel, "_CPU_FORM", False)
   padded, padded_rounds = run()
   assert padded_rounds == rounds
   np.testing.assert_array_equal(state.server_of, padded.server_of)
   np.testing.assert_array_equal(state.extra.y_r, padded.extra.y_r)
   np.testing.assert_array_equal(state.extra.y_s, padded.extra.y_s)
+  np.testing.assert_array_equal(state.extra.level, padded.extra.level)
 
 
 def test_exact_tail_uses_only_tail_servers_and_stays_valid():
@@ -91,6 +95,19 @@ def test_exact_tail_uses_only_tail_servers_and_stays_valid():
   tail = np.asarray(state.extra.tail_servers)
   assert tail.sum() == 4
   assert np.all(tail[M.assignment(state)[-4:]])
+
+
+def test_float64_costs_with_an_exact_tail():
+  # The tail's potentials u, v are sums of float64 distances: init keeps them in that dtype
+  # (they were float32, and the tail's branch then disagreed with push-relabel's in dtype).
+  servers, requests = _instance(5, 12)
+  with jax.enable_x64(True):
+    state = M.init(servers.astype(np.float64), cost_dtype="float64", exact_tail=3)
+    assert state.u.dtype == state.v.dtype == np.float64
+    state = M.insert_many(state, requests.astype(np.float64))
+    assert M.num_inserted(state) == 12 and state.u.dtype == np.float64
+    M.check_invariants(state)
+    assert np.all(np.asarray(state.extra.tail_servers)[M.assignment(state)[-3:]])
 
 
 def test_l1_and_precomputed_agree():
