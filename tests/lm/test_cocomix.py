@@ -10,7 +10,7 @@ import pytest
 from jaxlab.lm import cocomix as cm
 from jaxlab.models import transformer as tfm
 
-CFG = tfm.TransformerConfig(vocab_size=11, d_model=16, num_heads=2, num_layers=3, seq_len=8)
+CFG = tfm.TransformerConfig(vocab_size=11, d_model=16, num_heads=2, num_layers=2, seq_len=8)
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +90,7 @@ def test_student_without_interleaving_equals_the_transformer(net):
   @jax.jit
   def run(params):
     model = net.module(params)
-    fwd = lambda x, on: cm.student_forward(model, head, x, insert_layer=2, k=3,  # noqa: E731
+    fwd = lambda x, on: cm.student_forward(model, head, x, insert_layer=1, k=3,  # noqa: E731
                                            interleave=on)[0]
     return (model(tokens), fwd(tokens, jnp.array(False)), fwd(tokens, False),
             fwd(tokens, jnp.array(True)), fwd(t2, jnp.array(True)))
@@ -118,4 +118,4 @@ def test_bad_arguments_raise(net):
   model = net.module()
   head = cm.init_concept_head(jax.random.key(0), CFG.d_model, 4)
   with pytest.raises(ValueError, match="insert_layer"):
-    cm.student_forward(model, head, jnp.zeros((1, 4), jnp.int32), insert_layer=4, k=2)
+    cm.student_forward(model, head, jnp.zeros((1, 4), jnp.int32), insert_layer=3, k=2)
