@@ -1364,6 +1364,48 @@ def expert_divergence_docs() -> dict[str, str]:
   return out
 
 
+# ---------------------------------------------------------------------------
+# CoCoMix (docs/methods/cocomix.md)
+
+
+def _ccm_tables(result: dict) -> str:
+  exp = importlib.import_module("experiments.cocomix")
+  fmt = lambda v: f(v, 4)  # noqa: E731
+  rows = [[a["name"], pm(result["final"][a["name"]]["ce"], fmt),
+           pm(exp._paired(result, a["name"]), lambda v: signed(v, 4), fmt),
+           f"{result['final'][a['name']]['flops_per_step']:.3g}"] for a in result["arms"]]
+  verdict = {True: "yes", False: "no", None: "n/a"}
+  return (table(["arm", "held-out CE", "ΔCE vs NTP (paired)", "training FLOPs / step"], rows)
+          + "\n\n" + table(["paper's claim", "measured", "held?"],
+                            [[c.claim, c.measured, verdict[c.held]]
+                             for c in check_claims(exp.claims(result))]))
+
+
+@register("cocomix")
+def cocomix_docs() -> dict[str, str]:
+  quick = load("cocomix", "quick")
+  qc = quick["config"]
+  out = {
+      "quick_setting": (f"{qc['seeds']} seeds, {thousands(qc['steps'])} steps, vocab "
+                        f"{qc['vocab']}, {qc['states']} HMM states, teacher "
+                        f"{qc['teacher_layers']} layers / student {qc['student_layers']} layers, "
+                        f"d = {qc['d_model']}, SAE C = {qc['latents']}, k = {qc['k']}, "
+                        f"{seconds(quick['wall_time_s'])}"),
+      "quick_table": _ccm_tables(quick),
+      "quick_teacher": (f"teacher held-out CE {pm(quick['teacher_ce'], lambda v: f(v, 4))}; "
+                        f"SAE normalised MSE {pm(quick['sae_nmse'], lambda v: f(v, 3))}, live "
+                        f"latents {pm(quick['sae_live_fraction'])}"),
+  }
+  if os.path.exists(os.path.join(RESULTS, "cocomix", "full", "results.json")):
+    full = load("cocomix", "full")
+    out["full"] = (f"Full run (`docs/results/cocomix/full/`, {full['config']['seeds']} seeds, "
+                   f"{thousands(full['config']['steps'])} steps, "
+                   f"{seconds(full['wall_time_s'])}):\n\n" + _ccm_tables(full))
+  else:
+    out["full"] = "The full run (`python -m experiments.cocomix`) is not recorded yet."
+  return out
+
+
 CONFIGS = {"full": dict(check=False)}
 
 

@@ -89,6 +89,7 @@ ENTRIES: list[Entry] = [
     Entry("AdaBack", "adaback", "Amani, Lotfi et al., arXiv:2506.18110"),
     Entry("Expert Divergence Learning", "expert_divergence",
           "Expert Divergence Learning for MoE-based Language Models, arXiv:2603.00054"),
+    Entry("CoCoMix", "cocomix", "Tack et al., arXiv:2502.08524"),
 ]
 
 

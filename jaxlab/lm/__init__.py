@@ -2,9 +2,9 @@
 
 Modules: :mod:`~jaxlab.lm.adaback` (per-sample reveal curricula for GRPO),
 :mod:`~jaxlab.lm.expert_divergence` (Expert Divergence Learning: domain-divergent MoE
-routing).
+routing), :mod:`~jaxlab.lm.cocomix` (CoCoMix: pretraining with continuous concepts).
 """
 
-from jaxlab.lm import adaback, expert_divergence
+from jaxlab.lm import adaback, cocomix, expert_divergence
 
-__all__ = ["adaback", "expert_divergence"]
+__all__ = ["adaback", "cocomix", "expert_divergence"]
