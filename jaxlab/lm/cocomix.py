@@ -155,9 +155,9 @@ def sae_loss(sae: SAEParams, h: jax.Array, k: int) -> tuple[jax.Array, dict]:
 
 
 # ---------------------------------------------------------------- teacher side
-def _ctx(positions: jax.Array, mask: jax.Array) -> tfm._Ctx:
+def _ctx(positions: jax.Array, mask: jax.Array) -> tfm.BlockContext:
   # the per-call context Transformer.forward builds for its blocks (causal, no cache)
-  return tfm._Ctx(positions, mask, None, None, None, False)
+  return tfm.BlockContext(positions, mask, None, None, None, False)
 
 
 def _embed(model: tfm.Transformer, tokens: jax.Array) -> jax.Array:

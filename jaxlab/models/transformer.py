@@ -218,8 +218,9 @@ def _linear(a: int, b: int, rngs: nnx.Rngs, use_bias: bool = True) -> nnx.Linear
                     rngs=rngs)
 
 
-class _Ctx(NamedTuple):
-  """Per-call inputs every block sees (built once in :meth:`Transformer.forward`)."""
+class BlockContext(NamedTuple):
+  """Per-call inputs every block sees (built once in :meth:`Transformer.forward`; a method
+  that runs `model.blocks` itself, such as CoCoMix's interleaving, builds one)."""
 
   positions: jax.Array | None
   mask: jax.Array | None  # (B, 1|H, T, S) bool
@@ -244,7 +245,7 @@ class CausalSelfAttention(nnx.Module):
     self.qkv = _linear(cfg.d_model, 3 * cfg.d_model, rngs)
     self.out = _linear(cfg.d_model, cfg.d_model, rngs)
 
-  def __call__(self, x: jax.Array, ctx: _Ctx, cache=None, head_scale=None):
+  def __call__(self, x: jax.Array, ctx: BlockContext, cache=None, head_scale=None):
     b, t, d = x.shape
     q, k, v = jnp.split(self.qkv(x).reshape(b, t, 3, self.num_heads, d // self.num_heads), 3,
                         axis=2)
@@ -338,7 +339,7 @@ class Block(nnx.Module):
       self.cross = CrossAttention(cfg.d_model, cfg.context_dim or cfg.d_model, cfg.num_heads,
                                   rngs=rngs)
 
-  def __call__(self, x: jax.Array, ctx: _Ctx, cache=None, head_scale=None):
+  def __call__(self, x: jax.Array, ctx: BlockContext, cache=None, head_scale=None):
     a, new_kv, weights = self.attn(self.ln1(x), ctx, cache, head_scale)
     x = x + a
     if self.use_cross:
@@ -409,7 +410,7 @@ class Transformer(nnx.Module):
     if mask is not None:
       m = _flat(jnp.asarray(mask, bool), lead)
       full = m if full is None else jnp.logical_and(full, m)
-    ctx = _Ctx(positions, full, None if bias is None else _flat(jnp.asarray(bias), lead),
+    ctx = BlockContext(positions, full, None if bias is None else _flat(jnp.asarray(bias), lead),
                None if context is None else context.reshape(b, *context.shape[len(lead):]),
                None if context_mask is None else _flat(jnp.asarray(context_mask, bool), lead),
                return_attention)
