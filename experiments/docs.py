@@ -1291,6 +1291,34 @@ def adaback_docs() -> dict[str, str]:
   }
 
 
+
+@register("sstoken")
+def sstoken_docs() -> dict[str, str]:
+  from experiments import sstoken  # noqa: PLC0415 (the experiment's claims and configs)
+
+  quick = load("sstoken", "quick")
+  runs, cfg = quick["runs"], quick["config"]
+  final = lambda arm, key: np.array([r[arm][-1][key] for r in runs])  # noqa: E731
+  rows = [["base (before SFT)", pm(np.array([r["base"]["em"] for r in runs])),
+           pm(np.array([r["base"]["ce"] for r in runs]))]]
+  rows += [[arm, pm(final(arm, "em")), pm(final(arm, "ce"))] for arm in sstoken.ARMS]
+  claims = [[c.claim, c.measured, "yes" if c.held else "**no**"]
+            for c in sstoken.claims(quick)]
+  full = sstoken.CONFIGS["full"]
+  return {
+      "quick_table": "\n" + f"{cfg['length']} digits, {cfg['layers']} layers, d = "
+                     f"{cfg['d_model']}, {cfg['pretrain_steps']} pretraining steps, "
+                     f"{cfg['sft']} SFT rows, {cfg['sft_steps']} SFT steps of "
+                     f"{cfg['batch']}, {cfg['seeds']} seeds, "
+                     f"{seconds(quick['wall_time_s'])}; mean ± std over seeds at the last "
+                     "evaluation (clean held-out prompts):\n\n"
+                     + table(["arm", "exact match", "response CE"], rows) + "\n\n"
+                     + table(["claim", "measured", "held"], claims) + "\n",
+      "full_config": f"{full['length']} digits, {full['layers']} layers, d = "
+                     f"{full['d_model']}, {thousands(full['sft'])} SFT rows, "
+                     f"{thousands(full['sft_steps'])} SFT steps, {full['seeds']} seeds",
+  }
+
 CONFIGS = {"full": dict(check=False)}
 
 
