@@ -14,7 +14,10 @@ response is ``answer is y EOS``). Per seed:
 3. six arms fine-tune the base on it (``jaxlab.lm.sstoken``): **full** SFT on every
    response token, **random** selection at rho = 0.6, **loss_only** (gamma = 1),
    **attn_only** (gamma = 0), **sstoken** (gamma = 0.5), and **sstoken_ema** (gamma = 0.5
-   with an EMA history model, alpha = 0.99, instead of the fixed base).
+   with an EMA history model, alpha = 0.99, instead of the fixed base). As the official
+   code does, the selecting arms start with attention only (gamma = 0) for the first
+   ``warmup`` share of the steps (there: the first 10,000 samples): at step 0 the current
+   model is the base and every loss gap is 0.
 
 Metrics every ``eval_every`` steps on clean held-out prompts: exact match of the greedy
 answer (template, digits and EOS) and the cross-entropy of the clean response. The arms
@@ -54,15 +57,16 @@ CONFIGS = {
     "smoke": dict(seeds=1, length=3, pretrain_task=64, pretrain_text=64, pretrain_steps=20,
                   sft=64, test=32, sft_steps=8, eval_every=4, layers=1, d_model=16, heads=2,
                   batch=16, pretrain_lr=3e-3, sft_lr=1e-3, noise_samples=0.3,
-                  noise_tokens=0.3, rho=0.6, gamma=0.5, ema=0.99, layer=-1),
+                  noise_tokens=0.3, rho=0.6, gamma=0.5, ema=0.99, layer=-1, warmup=0.2),
     "quick": dict(seeds=2, length=5, pretrain_task=512, pretrain_text=512, pretrain_steps=300,
                   sft=512, test=256, sft_steps=300, eval_every=50, layers=2, d_model=64,
                   heads=2, batch=32, pretrain_lr=3e-3, sft_lr=1e-3, noise_samples=0.3,
-                  noise_tokens=0.3, rho=0.6, gamma=0.5, ema=0.99, layer=-1),
+                  noise_tokens=0.3, rho=0.6, gamma=0.5, ema=0.99, layer=-1, warmup=0.2),
     "full": dict(seeds=3, length=6, pretrain_task=2048, pretrain_text=2048,
                  pretrain_steps=1000, sft=2048, test=512, sft_steps=1500, eval_every=100,
                  layers=4, d_model=128, heads=4, batch=32, pretrain_lr=1e-3, sft_lr=3e-4,
-                 noise_samples=0.3, noise_tokens=0.3, rho=0.6, gamma=0.5, ema=0.99, layer=-1),
+                 noise_samples=0.3, noise_tokens=0.3, rho=0.6, gamma=0.5, ema=0.99, layer=-1,
+                 warmup=0.2),
 }
 
 
@@ -131,6 +135,7 @@ def make_pipeline(cfg: dict):
   opt = optax.adam(cfg["sft_lr"])
   arms = arm_table(cfg)
   step = ss.make_train_step(net, opt, n + 3, layer=cfg["layer"])
+  warmup = round(cfg["warmup"] * cfg["sft_steps"])
 
   def evaluate(params, test: lt.SeqData):
     model = net.replace(params=params)
@@ -157,11 +162,13 @@ def make_pipeline(cfg: dict):
     test = task_rows(k_test, cfg["test"], n)
 
     def train_arm(arm):
-      def one(state, k):
+      def one(state, xs):
+        k, t = xs
         k_idx, k_rand = jax.random.split(k)
         idx = jax.random.randint(k_idx, (cfg["batch"],), 0, cfg["sft"])
         noise = jax.random.uniform(k_rand, sft.loss_mask[idx].shape)
-        return step(state, (noisy[idx], sft.loss_mask[idx], noise), arm)
+        gamma = ss.warm_gamma(t, arm["gamma"], warmup)  # official warm start
+        return step(state, (noisy[idx], sft.loss_mask[idx], noise), {**arm, "gamma": gamma})
 
       def chunk(state, keys):
         state, metrics = jax.lax.scan(one, state, keys)
@@ -170,7 +177,8 @@ def make_pipeline(cfg: dict):
 
       state = ss.SSTokenState(base, opt.init(base), base)
       keys = jax.random.split(k_train, (chunks, cfg["eval_every"]))  # same batches per arm
-      return jax.lax.scan(chunk, state, keys)[1]
+      steps = jnp.arange(chunks * cfg["eval_every"]).reshape(chunks, -1)
+      return jax.lax.scan(chunk, state, (keys, steps))[1]
 
     return {"base": evaluate(base, test), "arms": jax.vmap(train_arm)(arms)}
 
@@ -258,7 +266,9 @@ def cli() -> ExperimentCLI:
                               "noise_samples": "share of SFT rows corrupted",
                               "noise_tokens": "share of a corrupted row's answer digits",
                               "layer": "attention layer of the prompt score (-1: last)",
-                              "ema": "alpha of the EMA history arm"})
+                              "ema": "alpha of the EMA history arm",
+                              "warmup": "share of SFT steps with gamma = 0 in the selecting "
+                                        "arms (the official warm start)"})
 
 
 def main(argv=None) -> dict:

@@ -24,7 +24,10 @@ per-token losses precomputed once, :func:`history_losses`), or optionally an EMA
 trained parameters, :math:`\theta_{his} \leftarrow \alpha\theta_{his} + (1-\alpha)\theta`
 with :math:`\alpha = 0.99` (:func:`make_train_step` carries it; ``alpha = 1`` keeps the
 base fixed). Defaults: :math:`\rho = 0.6`, :math:`\gamma = 0.5` (paper and code). The
-code's warm start (attention only until sample index 10000) is not reproduced.
+code's warm start, attention only (:math:`\gamma = 0`) until sample index 10000, is
+:func:`warm_gamma`: at the first step the current model *is* the base, every REL is 0
+and the loss signal cannot rank anything (a tie that a selection by loss alone would
+break by position, and then keep reinforcing: only trained tokens improve).
 
 Alignment: ``ce[:, t]`` is the loss of token ``t + 1`` predicted at position ``t``
 (:class:`jaxlab.data.lm_tasks.SeqData`'s ``loss_mask`` layout); its attention score is
@@ -143,6 +146,13 @@ def select_top(scores: jax.Array, mask: jax.Array, rho: float | jax.Array = 0.6)
   order = jnp.argsort(-jnp.where(m, scores, -jnp.inf), -1, stable=True)
   rank = jnp.argsort(order, -1)
   return (m & (rank < k)).astype(jnp.float32)
+
+
+def warm_gamma(step: jax.Array, gamma: float | jax.Array,
+               warmup_steps: int | jax.Array) -> jax.Array:
+  """The official warm start: ``gamma = 0`` (attention only) for the first
+  ``warmup_steps`` steps, ``gamma`` after."""
+  return jnp.where(step < warmup_steps, 0.0, gamma)
 
 
 def selected_loss(ce: jax.Array, keep: jax.Array) -> jax.Array:
