@@ -1300,8 +1300,9 @@ def sstoken_docs() -> dict[str, str]:
   runs, cfg = quick["runs"], quick["config"]
   final = lambda arm, key: np.array([r[arm][-1][key] for r in runs])  # noqa: E731
   rows = [["base (before SFT)", pm(np.array([r["base"]["em"] for r in runs])),
-           pm(np.array([r["base"]["ce"] for r in runs]))]]
-  rows += [[arm, pm(final(arm, "em")), pm(final(arm, "ce"))] for arm in sstoken.ARMS]
+           pm(np.array([r["base"]["ce"] for r in runs])), "", ""]]
+  rows += [[arm, pm(final(arm, "em")), pm(final(arm, "ce")), pm(final(arm, "train_noise_kept")),
+            pm(final(arm, "train_clean_kept"))] for arm in sstoken.ARMS]
   claims = [[c.claim, c.measured, "yes" if c.held else "**no**"]
             for c in sstoken.claims(quick)]
   full = sstoken.CONFIGS["full"]
@@ -1312,7 +1313,9 @@ def sstoken_docs() -> dict[str, str]:
                      f"{cfg['batch']}, {cfg['seeds']} seeds, "
                      f"{seconds(quick['wall_time_s'])}; mean ± std over seeds at the last "
                      "evaluation (clean held-out prompts):\n\n"
-                     + table(["arm", "exact match", "response CE"], rows) + "\n\n"
+                     + table(["arm", "exact match", "response CE",
+                              "corrupted tokens kept (last chunk)", "clean tokens kept"],
+                             rows) + "\n\n"
                      + table(["claim", "measured", "held"], claims) + "\n",
       "full_config": f"{full['length']} digits, {full['layers']} layers, d = "
                      f"{full['d_model']}, {thousands(full['sft'])} SFT rows, "

@@ -23,7 +23,8 @@ Metrics every ``eval_every`` steps on clean held-out prompts: exact match of the
 answer (template, digits and EOS) and the cross-entropy of the clean response. The arms
 share one compiled program (their rho, gamma, random flag and EMA alpha are traced
 values, vmapped), and the whole pipeline is vmapped over seeds; every arm sees the same
-minibatches. The paper (LLMs, 1-4 points) expects ssToken > each single signal > full
+minibatches; the share of corrupted and of clean response tokens each arm keeps is
+recorded. The paper (LLMs, 1-4 points) expects ssToken > each single signal > full
 SFT; :func:`claims` reports what this tiny setting gives.
 """
 
@@ -158,7 +159,8 @@ def make_pipeline(cfg: dict):
                num_steps=cfg["pretrain_steps"],
                sample=minibatch_sampler((corpus,), cfg["batch"])).state.params
     sft = task_rows(k_sft, cfg["sft"], n)
-    noisy, _ = corrupt(k_noise, sft, n, cfg["noise_samples"], cfg["noise_tokens"])
+    noisy, where = corrupt(k_noise, sft, n, cfg["noise_samples"], cfg["noise_tokens"])
+    corrupted = where[:, 1:].astype(jnp.float32)  # aligned with loss_mask
     test = task_rows(k_test, cfg["test"], n)
 
     def train_arm(arm):
@@ -168,7 +170,12 @@ def make_pipeline(cfg: dict):
         idx = jax.random.randint(k_idx, (cfg["batch"],), 0, cfg["sft"])
         noise = jax.random.uniform(k_rand, sft.loss_mask[idx].shape)
         gamma = ss.warm_gamma(t, arm["gamma"], warmup)  # official warm start
-        return step(state, (noisy[idx], sft.loss_mask[idx], noise), {**arm, "gamma": gamma})
+        mask = sft.loss_mask[idx]
+        state, metrics = step(state, (noisy[idx], mask, noise), {**arm, "gamma": gamma})
+        keep, bad = metrics.pop("keep"), corrupted[idx]
+        metrics["noise_kept"] = jnp.sum(keep * bad) / jnp.maximum(jnp.sum(bad), 1.0)
+        metrics["clean_kept"] = jnp.sum(keep * (mask - bad)) / jnp.sum(mask - bad)
+        return state, metrics
 
       def chunk(state, keys):
         state, metrics = jax.lax.scan(one, state, keys)
@@ -283,10 +290,12 @@ def main(argv=None) -> dict:
             "machine": machine()}
   result["figures"] = plot(result, args.out)
   final = lambda a, k: pm([r[a][-1][k] for r in runs])  # noqa: E731
-  rows = ["| arm | exact match | response CE |", "|---|---|---|",
+  rows = ["| arm | exact match | response CE | corrupted kept | clean kept |",
+          "|---|---|---|---|---|",
           f"| base | {pm([r['base']['em'] for r in runs])} | "
-          f"{pm([r['base']['ce'] for r in runs])} |"]
-  rows += [f"| {a} | {final(a, 'em')} | {final(a, 'ce')} |" for a in ARMS]
+          f"{pm([r['base']['ce'] for r in runs])} | | |"]
+  rows += [f"| {a} | {final(a, 'em')} | {final(a, 'ce')} | {final(a, 'train_noise_kept')} | "
+           f"{final(a, 'train_clean_kept')} |" for a in ARMS]
   rows += ["", "| claim | measured | held |", "|---|---|---|"]
   rows += [f"| {c.claim} | {c.measured} | {c.held} |" for c in claims(result)]
   write_results(args.out, "sstoken", result, "\n".join(rows),

@@ -179,7 +179,9 @@ def sstoken_loss(net: Net, params: Any, tokens: jax.Array, mask: jax.Array,
       ``random_scores (B, T-1)`` instead: the random-selection baseline.
 
   Returns:
-    ``(loss, info)``; ``rho = 1`` keeps every response token (full SFT).
+    ``(loss, info)``: ``info["keep"] (B, T-1)`` is the selection, ``kept`` its share of
+    the response, ``attn`` / ``rel`` the mean signals; ``rho = 1`` keeps every response
+    token (full SFT).
   """
   out = token_losses(net, tokens, params=params, layer=layer)
   ce = jax.lax.stop_gradient(out.ce)
@@ -188,7 +190,7 @@ def sstoken_loss(net: Net, params: Any, tokens: jax.Array, mask: jax.Array,
   if random_scores is not None:
     scores = jnp.where(use_random, random_scores, scores)
   keep = select_top(scores, mask, rho)
-  info = {"kept": jnp.sum(keep) / jnp.maximum(jnp.sum(mask), 1.0),
+  info = {"keep": keep, "kept": jnp.sum(keep) / jnp.maximum(jnp.sum(mask), 1.0),
           "attn": jnp.sum(attn * mask) / jnp.maximum(jnp.sum(mask), 1.0),
           "rel": jnp.sum((history_ce - ce) * mask) / jnp.maximum(jnp.sum(mask), 1.0)}
   return selected_loss(out.ce, keep), info

@@ -20,6 +20,7 @@ def test_smoke_run_writes_every_arm(tmp_path):
   # full SFT trains on every response token, the selecting arms on ceil(0.6 * 6) = 4 of 6
   assert all(h["train_kept"] == 1.0 for h in run["full"])
   assert all(abs(h["train_kept"] - 4 / 6) < 1e-6 for h in run["sstoken"])
+  assert all(h["train_noise_kept"] == 1.0 == h["train_clean_kept"] for h in run["full"])
   assert len(sstoken.claims(saved)) == 4
 
 

@@ -54,6 +54,11 @@ def test_gamma_one_and_zero_reduce_to_the_single_signals():
                              atol=1e-6)
 
 
+def test_warm_start_is_attention_only_first():
+  got = jax.jit(ss.warm_gamma)(jnp.arange(5), 0.5, 2)
+  np.testing.assert_allclose(got, [0.0, 0.0, 0.5, 0.5, 0.5])
+
+
 @pytest.fixture(scope="module")
 def tiny():
   cfg = tfm.TransformerConfig(vocab_size=11, d_model=16, num_heads=2, num_layers=2, seq_len=8)
