@@ -216,6 +216,8 @@ def make_train_step(net: Net, optimizer: optax.GradientTransformation, prompt_le
   batch instead of once (the same numbers, one more forward pass per step). After the
   update ``history <- alpha history + (1 - alpha) params``.
   """
+  if not isinstance(prompt_len, int) or isinstance(prompt_len, bool) or prompt_len < 1:
+    raise ValueError(f"prompt_len must be a positive int, got {prompt_len!r}")
 
   def step(state: SSTokenState, batch, arm):
     tokens, mask, noise = batch

@@ -115,3 +115,5 @@ def test_config_rejects_bad_values():
     ss.SSTokenConfig(gamma=1.5)
   with pytest.raises(ValueError, match="layer"):
     ss.SSTokenConfig(layer=1.0)
+  with pytest.raises(ValueError, match="prompt_len"):
+    ss.make_train_step(None, optax.sgd(0.1), 0)
