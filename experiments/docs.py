@@ -1406,6 +1406,49 @@ def cocomix_docs() -> dict[str, str]:
   return out
 
 
+
+
+
+@register("sstoken")
+def sstoken_docs() -> dict[str, str]:
+  from experiments import sstoken  # noqa: PLC0415 (the experiment's claims and configs)
+
+  def arms_table(record: dict) -> str:
+    runs = record["runs"]
+    final = lambda arm, key: np.array([r[arm][-1][key] for r in runs])  # noqa: E731
+    rows = [["base (before SFT)", pm(np.array([r["base"]["em"] for r in runs])),
+             pm(np.array([r["base"]["ce"] for r in runs])), "", ""]]
+    rows += [[arm, pm(final(arm, "em")), pm(final(arm, "ce")),
+              pm(final(arm, "train_noise_kept")), pm(final(arm, "train_clean_kept"))]
+             for arm in sstoken.ARMS]
+    return table(["arm", "exact match", "response CE", "corrupted tokens kept (last chunk)",
+                  "clean tokens kept"], rows)
+
+  quick = load("sstoken", "quick")
+  cfg = quick["config"]
+  claims = [[c.claim, c.measured, "yes" if c.held else "**no**"]
+            for c in sstoken.claims(quick)]
+  full = sstoken.CONFIGS["full"]
+  out = {
+      "quick_table": "\n" + f"{cfg['length']} digits, {cfg['layers']} layers, d = "
+                     f"{cfg['d_model']}, {cfg['pretrain_steps']} pretraining steps, "
+                     f"{cfg['sft']} SFT rows, {cfg['sft_steps']} SFT steps of "
+                     f"{cfg['batch']}, {cfg['seeds']} seeds, "
+                     f"{seconds(quick['wall_time_s'])}; mean ± std over seeds at the last "
+                     "evaluation (clean held-out prompts):\n\n"
+                     + arms_table(quick) + "\n\n"
+                     + table(["claim", "measured", "held"], claims) + "\n",
+      "full_config": f"{full['length']} digits, {full['layers']} layers, d = "
+                     f"{full['d_model']}, {thousands(full['sft'])} SFT rows, "
+                     f"{thousands(full['sft_steps'])} SFT steps, {full['seeds']} seeds",
+  }
+  for name in ("quick_base1000", "quick_layer0"):
+    if os.path.exists(os.path.join(RESULTS, "sstoken", name, "results.json")):
+      record = load("sstoken", name)
+      out[name] = ("\n" + f"`{record['provenance']['command']}` "
+                   f"({seconds(record['wall_time_s'])}):\n\n" + arms_table(record) + "\n")
+  return out
+
 CONFIGS = {"full": dict(check=False)}
 
 

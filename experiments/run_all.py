@@ -90,6 +90,7 @@ ENTRIES: list[Entry] = [
     Entry("Expert Divergence Learning", "expert_divergence",
           "Expert Divergence Learning for MoE-based Language Models, arXiv:2603.00054"),
     Entry("CoCoMix", "cocomix", "Tack et al., arXiv:2502.08524"),
+    Entry("ssToken", "sstoken", "arXiv:2510.18250"),
 ]
 
 

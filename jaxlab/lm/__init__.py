@@ -2,9 +2,10 @@
 
 Modules: :mod:`~jaxlab.lm.adaback` (per-sample reveal curricula for GRPO),
 :mod:`~jaxlab.lm.expert_divergence` (Expert Divergence Learning: domain-divergent MoE
-routing), :mod:`~jaxlab.lm.cocomix` (CoCoMix: pretraining with continuous concepts).
+routing), :mod:`~jaxlab.lm.cocomix` (CoCoMix: pretraining with continuous concepts),
+:mod:`~jaxlab.lm.sstoken` (loss- and attention-scored token selection for SFT).
 """
 
-from jaxlab.lm import adaback, cocomix, expert_divergence
+from jaxlab.lm import adaback, cocomix, expert_divergence, sstoken
 
-__all__ = ["adaback", "cocomix", "expert_divergence"]
+__all__ = ["adaback", "cocomix", "expert_divergence", "sstoken"]
