@@ -234,15 +234,17 @@ def speculative_decode(key: jax.Array, target_fn: Callable[[jax.Array], jax.Arra
   init = SpecState(buf, jnp.full((b,), p_len, jnp.int32), zeros, zeros, key)
 
   def cycle(s: SpecState) -> SpecState:
-    key, k_acc, k_res, *k_draft = jax.random.split(s.key, 3 + gamma)
-    tokens, qs, xs = s.tokens, [], []
-    for j in range(gamma):  # step 1: the draft's proposals, one forward each
+    key, k_acc, k_res, k_draft = jax.random.split(s.key, 4)
+
+    def propose(tokens, jk):  # step 1: the draft's proposals, one forward each
+      j, k = jk
       q = _gather_rows(draft_fn(tokens), (s.length - 1 + j)[:, None])[:, 0]
-      x = jax.random.categorical(k_draft[j], jnp.log(q)).astype(jnp.int32)
-      tokens = tokens.at[rows, s.length + j].set(x)
-      qs.append(q)
-      xs.append(x)
-    q, x = jnp.stack(qs, 1), jnp.stack(xs, 1)  # (B, gamma, V), (B, gamma)
+      x = jax.random.categorical(k, jnp.log(q)).astype(jnp.int32)
+      return tokens.at[rows, s.length + j].set(x), (q, x)
+
+    tokens, (q, x) = jax.lax.scan(propose, s.tokens,
+                                  (jnp.arange(gamma), jax.random.split(k_draft, gamma)))
+    q, x = jnp.moveaxis(q, 0, 1), x.T  # (B, gamma, V), (B, gamma)
     pos = s.length[:, None] - 1 + jnp.arange(gamma + 1)
     p = _gather_rows(target_fn(tokens), pos)  # step 2: (B, gamma + 1, V)
     px = jnp.take_along_axis(p[:, :gamma], x[..., None], -1)[..., 0]
