@@ -87,6 +87,7 @@ ENTRIES: list[Entry] = [
     Entry("ReCouPLe", "recouple", "Hwang et al., arXiv:2603.04861"),
     Entry("Test-Time Matching", "ttm", "Zhu et al., arXiv:2510.07632"),
     Entry("AdaBack", "adaback", "Amani, Lotfi et al., arXiv:2506.18110"),
+    Entry("SFDD", "sfdd", "arXiv:2601.18902"),
 ]
 
 

@@ -1,6 +1,6 @@
 """SFDD: a speculative draft trained on the target's flattest samples vs other subsets.
 
-    python -m experiments.sfdd [--quick] [--out DIR]
+    python -m experiments.sfdd [--quick] [--out DIR]    (rerun with the same --out to resume)
 
 Per seed:
 
@@ -27,6 +27,7 @@ correlation), and a small draft may underfit the dropped peaked tokens.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 
@@ -303,7 +304,16 @@ def main(argv=None) -> dict:
   os.makedirs(args.out, exist_ok=True)
   start = time.time()
   prog = make_programs(cfg)
-  runs = [run_seed(s, cfg, prog) for s in tqdm(range(cfg["seeds"]), desc="sfdd", unit="seed")]
+  runs = []
+  for seed in tqdm(range(cfg["seeds"]), desc="sfdd", unit="seed"):
+    # resumable: each finished seed is saved, and reused when its configuration matches
+    path = os.path.join(args.out, f"seed{seed}.json")
+    saved = json.load(open(path)) if os.path.exists(path) else None
+    if saved is None or saved["config"] != cfg:
+      saved = {"config": cfg, "run": run_seed(seed, cfg, prog)}
+      with open(path, "w") as f:
+        json.dump(saved, f)
+    runs.append(saved["run"])
   result = {"scale": scale, "config": cfg, "arms": [list(a) for a in ARMS], "gamma": GAMMA,
             "runs": runs, "wall_time_s": time.time() - start, "machine": machine()}
   result["figures"] = plot(result, args.out)
@@ -313,6 +323,8 @@ def main(argv=None) -> dict:
   rows += [f"| {c.claim} | {c.measured} | {c.held} |" for c in claims(result)]
   write_results(args.out, "sfdd", result, "\n".join(rows),
                 f"{cfg['seeds']} seeds, mean ± std over seeds; gamma = {GAMMA}.", argv=argv)
+  for seed in range(cfg["seeds"]):  # the run is complete: the resume files are not needed
+    os.remove(os.path.join(args.out, f"seed{seed}.json"))
   return result
 
 

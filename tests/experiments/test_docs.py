@@ -7,7 +7,8 @@ import re
 from experiments import docs
 
 METHODS = ("quant_optim", "matching_incremental", "flow_actor_critic", "dipper", "fractal_gd",
-           "trec", "alpha_dpo", "recouple", "ttm", "lm_toolkit", "adaback")
+           "trec", "alpha_dpo", "recouple", "ttm", "lm_toolkit", "adaback",
+           "sfdd")
 
 
 def test_generated_regions_match_the_committed_results():
