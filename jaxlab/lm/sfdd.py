@@ -6,7 +6,7 @@ with probability ``min(1, p/q)``, so the per-token acceptance rate is
 .. math::
   \alpha_t = \sum_v \min(p_t(v), q_t(v)) = 1 - \mathrm{TV}(p_t, q_t).
 
-SFDD (sample-level flatness-based dataset distillation) argues that tokens where the
+SFDD argues that tokens where the
 target's next-token distribution is *flat* carry more of the signal a draft needs, and
 keeps only the flattest samples for draft training. Flatness of a distribution ``p``
 over ``V`` tokens is its cosine to the uniform distribution ``U``:
