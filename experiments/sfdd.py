@@ -16,8 +16,8 @@ Per seed:
    flattest (SFDD), highest-entropy and lowest-top-1 at 50%; flattest at 30% and 70%.
    The arms are one vmapped program (subset masks and step counts traced);
 4. on held-out target samples: the exact acceptance rate ``alpha = mean_t sum_v min(p, q)``
-   and simulated speculative sampling with ``gamma = 5`` from ``BOS`` (tau = tokens per
-   target call).
+   and simulated speculative sampling with ``gamma = 5`` from ``BOS`` on the first
+   ``spec_rows`` of them (tau = tokens per target call).
 
 The paper (Llama-3 8B target, EAGLE-2 drafts) finds SFDD at 50% retain within ~3% of the
 full data's speedup and above random and the other selectors. Risks it names: with a
@@ -62,15 +62,16 @@ WITHIN = 0.03  # "within a few %" of full, relative on tau
 CONFIGS = {
     "smoke": dict(seeds=1, symbols=8, branching=4, segments=2, seg_len=4, corpus=128,
                   target_layers=1, target_d=16, target_heads=2, target_steps=20,
-                  samples=32, test=8, draft_d=16, draft_heads=2, epochs=1, batch=8,
+                  samples=32, test=8, spec_rows=8, draft_d=16, draft_heads=2, epochs=1, batch=8,
                   target_lr=3e-3, draft_lr=3e-3),
     "quick": dict(seeds=2, symbols=24, branching=6, segments=4, seg_len=12, corpus=2048,
                   target_layers=2, target_d=64, target_heads=2, target_steps=300,
-                  samples=512, test=64, draft_d=32, draft_heads=2, epochs=6, batch=32,
+                  samples=512, test=64, spec_rows=64, draft_d=32, draft_heads=2, epochs=6, batch=32,
                   target_lr=3e-3, draft_lr=3e-3),
     "full": dict(seeds=3, symbols=64, branching=8, segments=4, seg_len=16, corpus=16384,
                  target_layers=4, target_d=256, target_heads=4, target_steps=3000,
-                 samples=4096, test=256, draft_d=128, draft_heads=4, epochs=20, batch=64,
+                 samples=4096, test=256, spec_rows=64, draft_d=128, draft_heads=4, epochs=20,
+                 batch=64,
                  target_lr=1e-3, draft_lr=1e-3),
 }
 
@@ -179,7 +180,8 @@ def make_programs(cfg: dict) -> dict:
       draft = draft_net.replace(params=params)
       q = jax.nn.softmax(draft(rows[:, :-1]))
       spec = sfdd.speculative_decode(key, lambda x: jax.nn.softmax(target(x)),
-                                     lambda x: jax.nn.softmax(draft(x)), rows[:, :1], seq,
+                                     lambda x: jax.nn.softmax(draft(x)),
+                                     rows[:cfg["spec_rows"], :1], seq,
                                      gamma=GAMMA)
       return {"alpha": sfdd.acceptance_rate(probs, q), "tau": spec.tokens_per_call,
               "accepted_per_call": jnp.sum(spec.accepted) / jnp.sum(spec.calls)}
@@ -295,7 +297,9 @@ def cli() -> ExperimentCLI:
                               "seg_len": "tokens per segment, marker included",
                               "corpus": "rows the target trains on",
                               "samples": "target samples the drafts train on",
-                              "test": "held-out target samples",
+                              "test": "held-out target samples (alpha)",
+                              "spec_rows": "held-out rows decoded speculatively (tau; no KV "
+                                           "cache, so the costliest step)",
                               "epochs": "draft epochs over each arm's subset"})
 
 
