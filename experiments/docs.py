@@ -1449,6 +1449,35 @@ def sstoken_docs() -> dict[str, str]:
                    f"({seconds(record['wall_time_s'])}):\n\n" + arms_table(record) + "\n")
   return out
 
+
+
+@register("sfdd")
+def sfdd_docs() -> dict[str, str]:
+  from experiments import sfdd  # noqa: PLC0415 (the experiment's claims, table and configs)
+
+  quick = load("sfdd", "quick")
+  runs, cfg = quick["runs"], quick["config"]
+  corr = np.array([r["rank_corr_entropy"] for r in runs])
+  overlap = np.array([r["overlap_entropy"] for r in runs])
+  claims = [[c.claim, c.measured, "yes" if c.held else "**no**"] for c in sfdd.claims(quick)]
+  full = sfdd.CONFIGS["full"]
+
+  def sizes(c: dict) -> str:
+    return (f"{c['symbols']} symbols, target {c['target_layers']} layers d = {c['target_d']} "
+            f"({thousands(c['target_steps'])} steps), draft 1 layer d = {c['draft_d']}, "
+            f"{thousands(c['samples'])} target samples, {c['epochs']} epochs per arm, "
+            f"{c['seeds']} seeds")
+
+  return {
+      "quick_table": "\n" + sizes(cfg) + f", {seconds(quick['wall_time_s'])}; mean ± std over "
+                     "seeds on held-out target samples:\n\n"
+                     + table(sfdd.TABLE_HEAD, sfdd.table_rows(quick)) + "\n\n"
+                     + f"Rank correlation of the flatness and entropy sample scores: {pm(corr)}; "
+                     f"share of the flattest 50% also in the highest-entropy 50%: {pm(overlap)}."
+                     + "\n\n" + table(["claim", "measured", "held"], claims) + "\n",
+      "full_config": sizes(full),
+  }
+
 CONFIGS = {"full": dict(check=False)}
 
 

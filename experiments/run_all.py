@@ -91,6 +91,7 @@ ENTRIES: list[Entry] = [
           "Expert Divergence Learning for MoE-based Language Models, arXiv:2603.00054"),
     Entry("CoCoMix", "cocomix", "Tack et al., arXiv:2502.08524"),
     Entry("ssToken", "sstoken", "arXiv:2510.18250"),
+    Entry("SFDD", "sfdd", "arXiv:2601.18902"),
 ]
 
 
