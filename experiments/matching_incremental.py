@@ -132,8 +132,12 @@ def summarize(runs: list[dict]) -> list[list[str]]:
         mean = lambda k, name=name, group=group: np.mean([r["algorithms"][name][k] for r in group])
         extra = (f"restarts {mean('omega_restarts'):.1f}, steps {mean('steps'):.0f}, "
                  f"rounds {mean('rounds'):.0f}")
-        if name.endswith("/batch") and "fallbacks" in group[0]["algorithms"][name]:
-          extra += f", sequential fallbacks {mean('fallbacks'):.0f}"
+        counted = [r["algorithms"][name]["fallbacks"] for r in group
+                   if "fallbacks" in r["algorithms"][name]]  # older batch runs lack the count
+        if name.endswith("/batch") and counted:
+          extra += (f", sequential fallbacks {np.mean(counted):.0f}"
+                    + (f" ({len(counted)} of {len(group)} runs)" if len(counted) < len(group)
+                       else ""))
       rows.append([family, str(n), name] + [f"{a.mean():.3f} ({a.min():.3f}-{a.max():.3f})"
                                              for a in at]
                   + [f"{times.mean():.2f}", f"{per.mean():.3f}", extra])
