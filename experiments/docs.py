@@ -376,6 +376,26 @@ def _batch_cell(runs) -> str:
           f"{thousands(float(np.mean([x['rounds'] for x in b])))} rounds{seeds}")
 
 
+def _batch_bench(result: dict) -> str:
+  """``bench_matching --section batch``: batch rounds vs sequential on the same chunks."""
+  sec = result["batch"]
+  rows = []
+  for family, n in dict.fromkeys((r["family"], r["n"]) for r in sec["rows"]):
+    at = [r for r in sec["rows"] if (r["family"], r["n"]) == (family, n)]
+    per = [r["batch_vs_sequential"] for r in at]
+    mean = lambda k, at=at: float(np.mean([r[k] for r in at]))  # noqa: E731
+    rows.append([f"{FAMILY[family]}, n = {thousands(n)}", secs(mean("batch_s")),
+                 secs(mean("sequential_s")), f"{f(float(np.mean(per)))} ({minmax(per)})",
+                 thousands(mean("rounds")), thousands(mean("fallbacks")),
+                 f"{f(mean('batch_ratio'), 3)} / {f(mean('sequential_ratio'), 3)}"])
+  seeds = len({r["seed"] for r in sec["rows"]})
+  return ("\n" + table(["instance", "batch rounds", "sequential", "batch / sequential",
+                        "rounds", "fallbacks", "cost / OPT (batch / sequential)"], rows)
+          + f"\n\nMedian of {sec['repeats']} interleaved runs per mode, mean (min-max) over "
+            f"{seeds} seeds; arrivals in chunks of n/{sec['chunks']}, the same for both modes. "
+            "Record: `docs/results/matching_incremental/bench_batch/`.\n")
+
+
 def _cpp_values(section: dict) -> dict[str, str]:
   """The comparison with the official C++ push-relabel (``bench_matching --section cpp``)."""
   rows = section["rows"]
@@ -510,6 +530,7 @@ def matching_incremental() -> dict[str, str]:
       "exact_speedup": span(speed.values(), lambda x: g(x, 2)),
       "exact_speedup_10k": g(speed[("uniform", 10000)], 2),
       **_cpp_values(load("matching_incremental", "bench_cpp")["cpp"]),
+      "batch_bench": _batch_bench(load("matching_incremental", "bench_batch")),
   }
 
 
