@@ -193,14 +193,12 @@ def plot(result: dict, out: str) -> list[str]:
 
 def cli() -> ExperimentCLI:
   """The command line: every field of ``CONFIGS`` and ``--checkpoint-dir``."""
-  c = ExperimentCLI(__doc__, CONFIGS, out="results/adaback",
+  c = ExperimentCLI(__doc__, CONFIGS, out="results/adaback", resumable=True,
                     quick_help="2 seeds, L = 6, tiny model: the pipeline in about 2 minutes",
                     helps={"length": "parity length L", "train": "training prompts",
                            "rl_steps": "GRPO iterations per RL arm (SFT: steps)",
                            "prompts_per_step": "prompts per GRPO iteration",
                            "group_size": "completions per prompt"})
-  c.parser.add_argument("--checkpoint-dir", default=None,
-                        help="orbax checkpoints of the RL arms: rerun to resume")
   return c
 
 

@@ -77,13 +77,15 @@ class ExperimentCLI:
       parse as literals.
     choices: field -> allowed values (for scalar fields and for each element of a sequence).
     flags: field -> flag name where the field's own name is taken by a script flag.
+    resumable: add ``--checkpoint-dir`` (orbax checkpoints of the long loops; rerunning with
+      the same folder resumes where the run stopped).
   """
 
   def __init__(self, doc: str | None, configs: dict[str, dict], *, out: str | None = None,
                quick_help: str | None = None, helps: dict[str, str] | None = None,
                types: dict[str, Any] | None = None,
                choices: dict[str, Sequence[Any]] | None = None,
-               flags: dict[str, str] | None = None):
+               flags: dict[str, str] | None = None, resumable: bool = False):
     if "full" not in configs or set(configs) - set(SCALES):
       raise ValueError(f"configs must have a 'full' scale and only scales {SCALES}, got "
                        f"{list(configs)}")
@@ -107,6 +109,10 @@ class ExperimentCLI:
       self.parser.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)
     if out is not None:
       self.parser.add_argument("--out", default=out, help="output folder (default: %(default)s)")
+    if resumable:
+      self.parser.add_argument("--checkpoint-dir", default=None,
+                               help="orbax checkpoints after every chunk; rerun with the same "
+                                    "folder to resume")
     group = self.parser.add_argument_group("configuration (defaults: full scale; quick)")
     self._dests = {}
     for name, annotation in self.fields.items():

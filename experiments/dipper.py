@@ -335,7 +335,7 @@ def _diagnose_one(cfg: dict, lam: float, episodes: int) -> dict:
 
 def cli() -> ExperimentCLI:
   """The command line: every field of ``CONFIGS`` and the run's selections."""
-  cli = ExperimentCLI(__doc__, CONFIGS, out="results/dipper",
+  cli = ExperimentCLI(__doc__, CONFIGS, out="results/dipper", resumable=True,
                       quick_help="smoke scale, < 15 min on 2 cores",
                       choices={"tasks": list(TASKS)},
                       helps={"lams": "the lambda sweep (maze, DIPPER)",
@@ -344,7 +344,6 @@ def cli() -> ExperimentCLI:
   cli.parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
   cli.parser.add_argument("--no-sweep", action="store_true",
                           help="skip the lambda sweep (which runs on the maze)")
-  cli.parser.add_argument("--checkpoint-dir", default=None)
   cli.parser.add_argument("--diagnose-eval", action="store_true",
                           help="train DIPPER on the maze at lambda 0 and the scale's lam and "
                                "evaluate it with mean, sampled, uniform and untrained "

@@ -353,16 +353,13 @@ def plot(result: dict, out: str) -> list[str]:
 def cli() -> ExperimentCLI:
   """The command line: every field of ``CONFIGS``."""
   return ExperimentCLI(__doc__, CONFIGS, out="results/expert_divergence", helps=HELPS,
+                       resumable=True,
                        quick_help="3 seeds, 5 arms, 300 steps of a tiny MoE: about a minute on "
                                   "2 CPU cores")
 
 
 def main(argv=None) -> dict:
-  c = cli()
-  c.parser.add_argument("--checkpoint-dir", default=None,
-                        help="orbax checkpoints after every evaluation; rerun with the same "
-                             "flag to resume")
-  args, scale, cfg = c.parse(argv)
+  args, scale, cfg = cli().parse(argv)
   os.makedirs(args.out, exist_ok=True)
   start = time.time()
   result = {"scale": scale, "config": cfg, **run(cfg, args.checkpoint_dir)}

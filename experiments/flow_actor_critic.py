@@ -210,13 +210,11 @@ def claims(result: dict) -> list[Claim]:
 
 def cli() -> ExperimentCLI:
   """The command line: every field of ``CONFIGS`` and the run's selections."""
-  cli = ExperimentCLI(__doc__, CONFIGS, out="results/flow_actor_critic",
+  cli = ExperimentCLI(__doc__, CONFIGS, out="results/flow_actor_critic", resumable=True,
                       quick_help="smoke scale, < 10 min on 2 cores")
   cli.parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
   cli.parser.add_argument("--ogbench-dataset", default=None,
                           help="an OGBench pointmaze .npz (experiments.make_ogbench_data)")
-  cli.parser.add_argument("--checkpoint-dir", default=None,
-                          help="orbax checkpoints per arm; rerun with the same flag to resume")
   return cli
 
 
