@@ -24,7 +24,6 @@ resumable (orbax, after every evaluation chunk).
 from __future__ import annotations
 
 import os
-import time
 
 import jax
 import jax.numpy as jnp
@@ -33,7 +32,7 @@ import numpy as np
 import optax
 from tqdm.auto import tqdm
 
-from experiments.common import Claim, ExperimentCLI, machine, pm, write_results
+from experiments.common import Claim, ExperimentCLI, pm, run_experiment
 from jaxlab.data import lm_tasks as lt
 from jaxlab.lm import adaback as ab
 from jaxlab.models import decoding
@@ -203,19 +202,18 @@ def cli() -> ExperimentCLI:
 
 
 def main(argv=None) -> dict:
-  args, scale, cfg = cli().parse(argv)
-  os.makedirs(args.out, exist_ok=True)
-  start = time.time()
-  runs = [run_seed(s, cfg, args.checkpoint_dir)
-          for s in tqdm(range(cfg["seeds"]), desc="adaback", unit="seed")]
-  result = {"scale": scale, "config": cfg, "runs": runs, "wall_time_s": time.time() - start,
-            "machine": machine()}
-  result["figures"] = plot(result, args.out)
-  rows = ["| claim | measured | held |", "|---|---|---|"]
-  rows += [f"| {c.claim} | {c.measured} | {c.held} |" for c in claims(result)]
-  write_results(args.out, "adaback", result, "\n".join(rows),
-                f"{cfg['seeds']} seeds, L = {cfg['length']}, mean ± std over seeds.", argv=argv)
-  return result
+  def run(cfg, args):
+    return {"runs": [run_seed(s, cfg, args.checkpoint_dir)
+                     for s in tqdm(range(cfg["seeds"]), desc="adaback", unit="seed")]}
+
+  def table(result):
+    rows = ["| claim | measured | held |", "|---|---|---|"]
+    return "\n".join(rows + [f"| {c.claim} | {c.measured} | {c.held} |"
+                             for c in claims(result)])
+
+  return run_experiment(argv, cli(), "adaback", run, plot, table,
+                        lambda r: f"{r['config']['seeds']} seeds, L = {r['config']['length']}, "
+                                  "mean ± std over seeds.")
 
 
 if __name__ == "__main__":

@@ -426,6 +426,22 @@ def write_results(out: str, name: str, result: dict, table: str, note: str = "",
   print(f"\nwall time {result['wall_time_s']:.1f} s; results in {out}")
 
 
+def run_experiment(argv, cli: ExperimentCLI, name: str, run, plot, table, note) -> dict:
+  """The shape every experiment's ``main`` shares: parse, ``run(cfg, args) -> dict`` (merged
+  into the result after ``scale`` and ``config``), wall time, machine, ``plot(result, out)
+  -> figure names``, then ``results.json`` and ``summary.md`` with ``table(result)`` and
+  ``note(result)`` (see :func:`write_results`)."""
+  args, scale, cfg = cli.parse(argv)
+  os.makedirs(args.out, exist_ok=True)
+  start = time.time()
+  result = {"scale": scale, "config": cfg, **run(cfg, args)}
+  result["wall_time_s"] = time.time() - start
+  result["machine"] = machine()
+  result["figures"] = plot(result, args.out)
+  write_results(args.out, name, result, table(result), note(result), argv=argv)
+  return result
+
+
 def sample_std(values) -> float:
   """Sample standard deviation (``ddof=1``) over seeds; NaN for fewer than two values.
 

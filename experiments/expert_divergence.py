@@ -42,7 +42,6 @@ GPU, and ``--checkpoint-dir`` to resume.
 from __future__ import annotations
 
 import os
-import time
 
 import jax
 import jax.numpy as jnp
@@ -51,7 +50,7 @@ import numpy as np
 import optax
 from tqdm.auto import tqdm
 
-from experiments.common import Claim, ExperimentCLI, machine, pm, shard_seeds, write_results
+from experiments.common import Claim, ExperimentCLI, pm, run_experiment, shard_seeds
 from jaxlab.data import lm_tasks as lt
 from jaxlab.lm import expert_divergence as ed
 from jaxlab.models import transformer as tfm
@@ -359,18 +358,11 @@ def cli() -> ExperimentCLI:
 
 
 def main(argv=None) -> dict:
-  args, scale, cfg = cli().parse(argv)
-  os.makedirs(args.out, exist_ok=True)
-  start = time.time()
-  result = {"scale": scale, "config": cfg, **run(cfg, args.checkpoint_dir)}
-  result["wall_time_s"] = time.time() - start
-  result["machine"] = machine()
-  result["figures"] = plot(result, args.out)
-  write_results(args.out, "expert_divergence", result, format_table(result),
-                f"{len(result['arms'])} arms x {cfg['seeds']} seeds, held-out rows with the true "
-                "domain labels, mean ± sample std over seeds (paired: per seed, then mean).",
-                argv=argv)
-  return result
+  return run_experiment(
+      argv, cli(), "expert_divergence", lambda cfg, args: run(cfg, args.checkpoint_dir), plot,
+      format_table,
+      lambda r: f"{len(r['arms'])} arms x {r['config']['seeds']} seeds, held-out rows with the "
+                "true domain labels, mean ± sample std over seeds (paired: per seed, then mean).")
 
 
 if __name__ == "__main__":
