@@ -23,6 +23,7 @@ resumable (orbax, after every evaluation chunk).
 
 from __future__ import annotations
 
+import functools
 import os
 
 import jax
@@ -37,6 +38,7 @@ from jaxlab.data import lm_tasks as lt
 from jaxlab.lm import adaback as ab
 from jaxlab.models import decoding
 from jaxlab.models import transformer as tfm
+from jaxlab.nn import Net
 from jaxlab.training import fit, minibatch_sampler, run_chunks
 
 ARMS = ("grpo", "adaback", "sft")
@@ -67,6 +69,39 @@ def evaluate(net, prompts: jax.Array, x_bits: jax.Array, answer_len: int) -> dic
   return {"valid": float(jnp.mean(reward > 0.5)), "reward": float(jnp.mean(reward))}
 
 
+def _freeze(cfg: dict) -> tuple:
+  return tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in cfg.items()))
+
+
+@functools.lru_cache
+def _programs(graphdef, cfg_items: tuple):
+  """The jitted SFT chunk (warm-up and the SFT arm) and RL chunk (both RL arms: ``adaptive``
+  is traced), built once per configuration: every seed's data and parameters are
+  arguments, so the seeds share one compilation of each."""
+  cfg = dict(cfg_items)
+  n_iter = cfg["eval_every"]
+  sft_opt, opt = optax.adam(cfg["sft_lr"]), optax.adam(cfg["rl_lr"])
+  net = lambda q: Net(graphdef, q)  # noqa: E731
+
+  @jax.jit
+  def sft_chunk(params, opt_state, tokens, mask, key):
+    loss = lambda q, batch, _: tfm.next_token_loss(net(q), *batch)  # noqa: E731
+    sample = minibatch_sampler((tokens, mask), cfg["batch"])
+    return fit(loss, sft_opt, params, key, num_steps=n_iter, sample=sample,
+               opt_state=opt_state).state
+
+  @jax.jit
+  def rl_chunk(state, key, adaptive, data):
+    prompts, answers, x_bits, ref_params = data
+    reward_fn = lambda comp, ids: lt.parity_reward(comp, x_bits[ids])  # noqa: E731
+    it = ab.make_iteration(net(ref_params), opt, prompts, answers, reward_fn,
+                           prompts_per_step=cfg["prompts_per_step"],
+                           group_size=cfg["group_size"], adaptive=adaptive, eos_id=lt.EOS)
+    return jax.lax.scan(it, state, jax.random.split(key, n_iter))
+
+  return sft_chunk, rl_chunk, sft_opt, opt
+
+
 def run_seed(seed: int, cfg: dict, checkpoint_dir: str | None = None) -> dict:
   key = jax.random.key(seed)
   k_train, k_test, k_warm, k_init, k_rl, k_sft = jax.random.split(key, 6)
@@ -81,14 +116,7 @@ def run_seed(seed: int, cfg: dict, checkpoint_dir: str | None = None) -> dict:
   net = tfm.create(_model(cfg, p), k_init)
 
   chunks, n_iter = cfg["rl_steps"] // cfg["eval_every"], cfg["eval_every"]
-  sft_opt = optax.adam(cfg["sft_lr"])
-  loss = lambda q, batch, _: tfm.next_token_loss(net.replace(params=q), *batch)  # noqa: E731
-
-  @jax.jit  # one program for the warm-up and the SFT arm: eval_every steps from a state
-  def sft_chunk(params, opt_state, tokens, mask, key):
-    sample = minibatch_sampler((tokens, mask), cfg["batch"])
-    return fit(loss, sft_opt, params, key, num_steps=n_iter, sample=sample,
-               opt_state=opt_state).state
+  sft_chunk, rl_chunk, sft_opt, opt = _programs(net.graphdef, _freeze(cfg))
 
   def sft(params, data: lt.SeqData, num_chunks: int, key):
     state = (params, sft_opt.init(params))
@@ -100,22 +128,14 @@ def run_seed(seed: int, cfg: dict, checkpoint_dir: str | None = None) -> dict:
   warm_params = list(sft(net.params, fmt, -(-cfg["warmup_steps"] // n_iter), k_warm))[-1][1]
   ev = lambda q: evaluate(net.replace(params=q), test_prompts, x_test, m)  # noqa: E731
   record = {"seed": seed, "warmup": ev(warm_params)}
-  reward_fn = lambda comp, ids: lt.parity_reward(comp, x_train[ids])  # noqa: E731
-  opt = optax.adam(cfg["rl_lr"])
-
-  @jax.jit  # one program for both RL arms: `adaptive` is traced
-  def rl_chunk(state, key, adaptive):
-    it = ab.make_iteration(net.replace(params=warm_params), opt, prompts, answers, reward_fn,
-                           prompts_per_step=cfg["prompts_per_step"],
-                           group_size=cfg["group_size"], adaptive=adaptive, eos_id=lt.EOS)
-    return jax.lax.scan(it, state, jax.random.split(key, n_iter))
+  data = (prompts, answers, x_train, warm_params)
 
   for arm in ("grpo", "adaback"):
     keys = jax.random.split(jax.random.fold_in(k_rl, ARMS.index(arm)), chunks)
     adaptive = jnp.asarray(arm == "adaback")
 
     def run_chunk(i, state, done, keys=keys, adaptive=adaptive):
-      state, metrics = rl_chunk(state, keys[i], adaptive)
+      state, metrics = rl_chunk(state, keys[i], adaptive, data)
       done += cfg["eval_every"]
       row = {"step": done, **ev(state.params),
              **{f"train_{k}": float(jnp.mean(v)) for k, v in metrics.items()}}
