@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 
 import jax
 import numpy as np
+from tqdm.auto import tqdm
 
 from jaxlab.core.stats import spread
 
@@ -440,6 +441,38 @@ def run_experiment(argv, cli: ExperimentCLI, name: str, run, plot, table, note) 
   result["figures"] = plot(result, args.out)
   write_results(args.out, name, result, table(result), note(result), argv=argv)
   return result
+
+
+def seed_runs(out: str, cfg: dict, run_seed, desc: str) -> list:
+  """``[run_seed(seed) for seed in range(cfg["seeds"])]``, resumable per seed.
+
+  Each finished seed's record is saved as ``out/seed<i>.json`` with the configuration, and a
+  rerun with the same ``out`` and an equal configuration reuses it instead of running the seed
+  again (a record of another configuration is run again and overwritten). For experiments
+  whose seeds are separate programs; :func:`clear_seed_runs` removes the files once the
+  results are written.
+  """
+  runs = []
+  for seed in tqdm(range(cfg["seeds"]), desc=desc, unit="seed"):
+    path = os.path.join(out, f"seed{seed}.json")
+    saved = None
+    if os.path.exists(path):
+      with open(path) as f:
+        saved = json.load(f)
+    if saved is None or saved.get("config") != json.loads(dumps(cfg)):
+      saved = {"config": cfg, "run": run_seed(seed)}
+      with open(path, "w") as f:
+        f.write(dumps(saved))
+    runs.append(saved["run"])
+  return runs
+
+
+def clear_seed_runs(out: str, seeds: int) -> None:
+  """Removes the per-seed records :func:`seed_runs` saved (the run is complete)."""
+  for seed in range(seeds):
+    path = os.path.join(out, f"seed{seed}.json")
+    if os.path.exists(path):
+      os.remove(path)
 
 
 def sample_std(values) -> float:

@@ -27,7 +27,6 @@ correlation), and a small draft may underfit the dropped peaked tokens.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 
@@ -37,9 +36,16 @@ import matplotlib.pyplot as plt
 import numpy as np
 import optax
 from flax import nnx
-from tqdm.auto import tqdm
 
-from experiments.common import Claim, ExperimentCLI, machine, pm, write_results
+from experiments.common import (
+  Claim,
+  ExperimentCLI,
+  clear_seed_runs,
+  machine,
+  pm,
+  seed_runs,
+  write_results,
+)
 from jaxlab.data import lm_tasks as lt
 from jaxlab.data.markov_text import sample_sequences, sparse_chain
 from jaxlab.lm import sfdd
@@ -68,11 +74,10 @@ CONFIGS = {
                   target_layers=2, target_d=64, target_heads=2, target_steps=300,
                   samples=512, test=64, spec_rows=64, draft_d=32, draft_heads=2, epochs=6, batch=32,
                   target_lr=3e-3, draft_lr=3e-3),
-    "full": dict(seeds=3, symbols=64, branching=8, segments=4, seg_len=16, corpus=16384,
-                 target_layers=4, target_d=256, target_heads=4, target_steps=3000,
-                 samples=4096, test=256, spec_rows=64, draft_d=128, draft_heads=4, epochs=20,
-                 batch=64,
-                 target_lr=1e-3, draft_lr=1e-3),
+    "full": dict(seeds=3, symbols=32, branching=6, segments=4, seg_len=16, corpus=8192,
+                 target_layers=2, target_d=128, target_heads=4, target_steps=1500,
+                 samples=4096, test=128, spec_rows=64, draft_d=64, draft_heads=2, epochs=20,
+                 batch=32, target_lr=1e-3, draft_lr=1e-3),
 }
 
 
@@ -308,16 +313,7 @@ def main(argv=None) -> dict:
   os.makedirs(args.out, exist_ok=True)
   start = time.time()
   prog = make_programs(cfg)
-  runs = []
-  for seed in tqdm(range(cfg["seeds"]), desc="sfdd", unit="seed"):
-    # resumable: each finished seed is saved, and reused when its configuration matches
-    path = os.path.join(args.out, f"seed{seed}.json")
-    saved = json.load(open(path)) if os.path.exists(path) else None
-    if saved is None or saved["config"] != cfg:
-      saved = {"config": cfg, "run": run_seed(seed, cfg, prog)}
-      with open(path, "w") as f:
-        json.dump(saved, f)
-    runs.append(saved["run"])
+  runs = seed_runs(args.out, cfg, lambda seed: run_seed(seed, cfg, prog), "sfdd")
   result = {"scale": scale, "config": cfg, "arms": [list(a) for a in ARMS], "gamma": GAMMA,
             "runs": runs, "wall_time_s": time.time() - start, "machine": machine()}
   result["figures"] = plot(result, args.out)
@@ -327,8 +323,7 @@ def main(argv=None) -> dict:
   rows += [f"| {c.claim} | {c.measured} | {c.held} |" for c in claims(result)]
   write_results(args.out, "sfdd", result, "\n".join(rows),
                 f"{cfg['seeds']} seeds, mean ± std over seeds; gamma = {GAMMA}.", argv=argv)
-  for seed in range(cfg["seeds"]):  # the run is complete: the resume files are not needed
-    os.remove(os.path.join(args.out, f"seed{seed}.json"))
+  clear_seed_runs(args.out, cfg["seeds"])  # the run is complete
   return result
 
 

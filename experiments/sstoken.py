@@ -22,7 +22,8 @@ response is ``answer is y EOS``). Per seed:
 Metrics every ``eval_every`` steps on clean held-out prompts: exact match of the greedy
 answer (template, digits and EOS) and the cross-entropy of the clean response. The arms
 share one compiled program (their rho, gamma, random flag and EMA alpha are traced
-values, vmapped), and the whole pipeline is vmapped over seeds; every arm sees the same
+values, vmapped), and one compiled pipeline runs the seeds in turn (each finished seed is saved in
+``--out``, so a rerun with the same folder resumes); every arm sees the same
 minibatches; the share of corrupted and of clean response tokens each arm keeps is
 recorded. The paper (LLMs, 1-4 points) expects ssToken > each single signal > full
 SFT; :func:`claims` reports what this tiny setting gives.
@@ -39,7 +40,15 @@ import matplotlib.pyplot as plt
 import numpy as np
 import optax
 
-from experiments.common import Claim, ExperimentCLI, machine, pm, write_results
+from experiments.common import (
+  Claim,
+  ExperimentCLI,
+  clear_seed_runs,
+  machine,
+  pm,
+  seed_runs,
+  write_results,
+)
 from jaxlab.data import lm_tasks as lt
 from jaxlab.lm import sstoken as ss
 from jaxlab.models import decoding
@@ -192,19 +201,24 @@ def make_pipeline(cfg: dict):
   return pipeline
 
 
-def run(cfg: dict) -> list[dict]:
-  """Every seed's record: base metrics and each arm's curve."""
-  keys = jax.vmap(jax.random.key)(jnp.arange(cfg["seeds"]))
-  out = jax.device_get(jax.jit(jax.vmap(make_pipeline(cfg)))(keys))
+def run(cfg: dict, out: str | None = None) -> list[dict]:
+  """Every seed's record: base metrics and each arm's curve. One compiled pipeline runs the
+  seeds in turn; with ``out``, each finished seed is saved there and a rerun resumes
+  (:func:`experiments.common.seed_runs`)."""
+  pipeline = jax.jit(make_pipeline(cfg))
   steps = [(i + 1) * cfg["eval_every"] for i in range(cfg["sft_steps"] // cfg["eval_every"])]
-  runs = []
-  for s in range(cfg["seeds"]):
-    rec = {"seed": s, "base": {k: float(v[s]) for k, v in out["base"].items()}}
+
+  def one(seed: int) -> dict:
+    res = jax.device_get(pipeline(jax.random.key(seed)))
+    rec = {"seed": seed, "base": {k: float(v) for k, v in res["base"].items()}}
     for a, arm in enumerate(ARMS):
-      rec[arm] = [{"step": t, **{k: float(v[s, a, i]) for k, v in out["arms"].items()}}
+      rec[arm] = [{"step": t, **{k: float(v[a, i]) for k, v in res["arms"].items()}}
                   for i, t in enumerate(steps)]
-    runs.append(rec)
-  return runs
+    return rec
+
+  if out is None:
+    return [one(seed) for seed in range(cfg["seeds"])]
+  return seed_runs(out, cfg, one, "sstoken")
 
 
 def _wins(a: np.ndarray, b: np.ndarray) -> tuple[bool, str]:
@@ -285,7 +299,7 @@ def main(argv=None) -> dict:
                      f"{cfg['sft_steps']}")
   os.makedirs(args.out, exist_ok=True)
   start = time.time()
-  runs = run(cfg)
+  runs = run(cfg, args.out)
   result = {"scale": scale, "config": cfg, "runs": runs, "wall_time_s": time.time() - start,
             "machine": machine()}
   result["figures"] = plot(result, args.out)
@@ -302,6 +316,7 @@ def main(argv=None) -> dict:
                 f"{cfg['seeds']} seeds, sort / reverse with {cfg['length']} digits, "
                 f"{cfg['noise_samples']:.0%} of SFT rows with {cfg['noise_tokens']:.0%} of "
                 f"answer digits corrupted; mean ± std over seeds.", argv=argv)
+  clear_seed_runs(args.out, cfg["seeds"])  # the run is complete
   return result
 
 

@@ -51,3 +51,23 @@ def test_self_times_subtract_nested_events_per_thread():
   assert count == {"loop": 1, "a": 3, "b": 1, "inner": 1}
   only_a, _ = common.trace_self_times(events, key=lambda e: e["name"] if e["name"] == "a" else None)
   assert only_a == {"a": 14}  # a key of None skips the event (not its nesting)
+
+
+def test_seed_runs_resume_reuses_finished_seeds_of_the_same_config(tmp_path):
+  calls = []
+
+  def run_seed(seed):
+    calls.append(seed)
+    return {"seed": seed, "value": 10 * seed}
+
+  cfg = {"seeds": 3, "sizes": (2, 4)}
+  first = common.seed_runs(str(tmp_path), cfg, run_seed, "test")
+  assert first == [{"seed": s, "value": 10 * s} for s in range(3)] and calls == [0, 1, 2]
+  (tmp_path / "seed2.json").unlink()  # as if the run stopped during seed 2
+  assert common.seed_runs(str(tmp_path), cfg, run_seed, "test") == first
+  assert calls == [0, 1, 2, 2]  # only the missing seed ran again
+  other = {"seeds": 3, "sizes": (2, 8)}  # another configuration: every seed runs again
+  common.seed_runs(str(tmp_path), other, run_seed, "test")
+  assert calls == [0, 1, 2, 2, 0, 1, 2]
+  common.clear_seed_runs(str(tmp_path), 3)
+  assert not list(tmp_path.glob("seed*.json"))
