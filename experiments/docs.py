@@ -43,6 +43,18 @@ def doc_files() -> list[str]:
 
 
 @functools.cache
+def recorded(*parts: str) -> dict | None:
+  """:func:`load`, or ``None`` where that record is not committed (a full run not run yet)."""
+  path = os.path.join(RESULTS, *parts)
+  return load(*parts) if os.path.exists(path if path.endswith(".json")
+                                        else os.path.join(path, "results.json")) else None
+
+
+def not_recorded(module: str) -> str:
+  """What a page says where the full run's record is missing."""
+  return f"The full run (`python -m experiments.{module}`) is not recorded yet."
+
+
 def load(*parts: str) -> dict:
   """``docs/results/<parts...>`` (``results.json`` appended to a folder)."""
   path = os.path.join(RESULTS, *parts)
@@ -131,8 +143,8 @@ def readme() -> dict[str, str]:
     wall = e["experiment"]["wall_time_s"] + e.get("bench", {}).get("wall_time_s", 0.0)
     # the full run's verdicts: the same claims() applied to the committed full record
     full = "not recorded"
-    if os.path.exists(os.path.join(RESULTS, module, "full", "results.json")):
-      rows_full = importlib.import_module(f"experiments.{module}").claims(load(module, "full"))
+    if (record := recorded(module, "full")) is not None:
+      rows_full = importlib.import_module(f"experiments.{module}").claims(record)
       full = count([c.held for c in check_claims(rows_full)])
     rows.append([e["name"], seconds(wall), count([c["held"] for c in e["claims"]]),
                  "-" if ratios is None else str(ratios), full])
@@ -1305,29 +1317,28 @@ def lm_toolkit_docs() -> dict[str, str]:
             "`docs/results/lm_toolkit/bench/`.\n"}
 
 
-@register("adaback")
-def adaback_docs() -> dict[str, str]:
+def _adaback_report(record: dict) -> str:
   from experiments import adaback  # noqa: PLC0415 (the experiment's claims and configs)
 
-  quick = load("adaback", "quick")
-  runs, cfg = quick["runs"], quick["config"]
+  runs, cfg = record["runs"], record["config"]
   final = lambda arm, key: np.array([r[arm][-1][key] for r in runs])  # noqa: E731
   rows = [[arm, pm(final(arm, "valid")), pm(final(arm, "reward"))] for arm in adaback.ARMS]
   claims = [[c.claim, c.measured, "yes" if c.held else "**no**"]
-            for c in adaback.claims(quick)]
-  full = adaback.CONFIGS["full"]
-  return {
-      "quick_table": "\n" + f"L = {cfg['length']}, {cfg['layers']} layers, d = "
-                     f"{cfg['d_model']}, {cfg['train']} prompts, {cfg['rl_steps']} iterations "
-                     f"of {cfg['prompts_per_step']} x {cfg['group_size']} completions, "
-                     f"{cfg['seeds']} seeds, {seconds(quick['wall_time_s'])}; mean ± std over "
-                     "seeds at the last evaluation:\n\n"
-                     + table(["arm", "test full-valid rate", "test reward"], rows) + "\n\n"
-                     + table(["claim", "measured", "held"], claims) + "\n",
-      "full_config": f"L = {full['length']}, {full['layers']} layers, d = {full['d_model']}, "
-                     f"{thousands(full['train'])} prompts, {thousands(full['rl_steps'])} "
-                     f"iterations per RL arm, {full['seeds']} seeds",
-  }
+            for c in adaback.claims(record)]
+  return ("\n" + f"L = {cfg['length']}, {cfg['layers']} layers, d = {cfg['d_model']}, "
+          f"{thousands(cfg['train'])} prompts, {thousands(cfg['rl_steps'])} iterations of "
+          f"{cfg['prompts_per_step']} x {cfg['group_size']} completions, {cfg['seeds']} seeds, "
+          f"{seconds(record['wall_time_s'])}; mean ± std over seeds at the last evaluation:\n\n"
+          + table(["arm", "test full-valid rate", "test reward"], rows) + "\n\n"
+          + table(["claim", "measured", "held"], claims) + "\n")
+
+
+@register("adaback")
+def adaback_docs() -> dict[str, str]:
+  full = recorded("adaback", "full")
+  return {"quick_table": _adaback_report(load("adaback", "quick")),
+          "full": not_recorded("adaback") if full is None
+                  else "\nFull run (`docs/results/adaback/full/`): " + _adaback_report(full)}
 
 
 # ---------------------------------------------------------------------------
@@ -1373,15 +1384,13 @@ def expert_divergence_docs() -> dict[str, str]:
       "quick_load": span([np.mean(quick["final"][a["name"]]["load_entropy"])
                           for a in quick["arms"]], lambda v: f(v, 3)),
   }
-  if os.path.exists(os.path.join(RESULTS, "expert_divergence", "full", "results.json")):
-    full = load("expert_divergence", "full")
+  if (full := recorded("expert_divergence", "full")) is not None:
     out["full"] = (f"Full run (`docs/results/expert_divergence/full/`, "
                    f"{full['config']['seeds']} seeds, {thousands(full['config']['steps'])} "
                    f"steps, {seconds(full['wall_time_s'])}):\n\n" + _edl_table(full)
                    + "\n\n" + _edl_claims(full))
   else:
-    out["full"] = ("The full run (`python -m experiments.expert_divergence`) is not "
-                   "recorded yet.")
+    out["full"] = not_recorded("expert_divergence")
   return out
 
 
@@ -1417,87 +1426,84 @@ def cocomix_docs() -> dict[str, str]:
                         f"SAE normalised MSE {pm(quick['sae_nmse'], lambda v: f(v, 3))}, live "
                         f"latents {pm(quick['sae_live_fraction'])}"),
   }
-  if os.path.exists(os.path.join(RESULTS, "cocomix", "full", "results.json")):
-    full = load("cocomix", "full")
+  if (full := recorded("cocomix", "full")) is not None:
     out["full"] = (f"Full run (`docs/results/cocomix/full/`, {full['config']['seeds']} seeds, "
                    f"{thousands(full['config']['steps'])} steps, "
                    f"{seconds(full['wall_time_s'])}):\n\n" + _ccm_tables(full))
   else:
-    out["full"] = "The full run (`python -m experiments.cocomix`) is not recorded yet."
+    out["full"] = not_recorded("cocomix")
   return out
 
 
 
+
+
+def _sstoken_arms(record: dict) -> str:
+  from experiments import sstoken  # noqa: PLC0415 (the experiment's arms)
+
+  runs = record["runs"]
+  final = lambda arm, key: np.array([r[arm][-1][key] for r in runs])  # noqa: E731
+  rows = [["base (before SFT)", pm(np.array([r["base"]["em"] for r in runs])),
+           pm(np.array([r["base"]["ce"] for r in runs])), "", ""]]
+  rows += [[arm, pm(final(arm, "em")), pm(final(arm, "ce")),
+            pm(final(arm, "train_noise_kept")), pm(final(arm, "train_clean_kept"))]
+           for arm in sstoken.ARMS]
+  return table(["arm", "exact match", "response CE", "corrupted tokens kept (last chunk)",
+                "clean tokens kept"], rows)
+
+
+def _sstoken_report(record: dict) -> str:
+  from experiments import sstoken  # noqa: PLC0415 (the experiment's claims)
+
+  cfg = record["config"]
+  claims = [[c.claim, c.measured, "yes" if c.held else "**no**"]
+            for c in sstoken.claims(record)]
+  return ("\n" + f"{cfg['length']} digits, {cfg['layers']} layers, d = {cfg['d_model']}, "
+          f"{thousands(cfg['pretrain_steps'])} pretraining steps, {thousands(cfg['sft'])} SFT "
+          f"rows, {thousands(cfg['sft_steps'])} SFT steps of {cfg['batch']}, {cfg['seeds']} "
+          f"seeds, {seconds(record['wall_time_s'])}; mean ± std over seeds at the last "
+          "evaluation (clean held-out prompts):\n\n" + _sstoken_arms(record) + "\n\n"
+          + table(["claim", "measured", "held"], claims) + "\n")
 
 
 @register("sstoken")
 def sstoken_docs() -> dict[str, str]:
-  from experiments import sstoken  # noqa: PLC0415 (the experiment's claims and configs)
-
-  def arms_table(record: dict) -> str:
-    runs = record["runs"]
-    final = lambda arm, key: np.array([r[arm][-1][key] for r in runs])  # noqa: E731
-    rows = [["base (before SFT)", pm(np.array([r["base"]["em"] for r in runs])),
-             pm(np.array([r["base"]["ce"] for r in runs])), "", ""]]
-    rows += [[arm, pm(final(arm, "em")), pm(final(arm, "ce")),
-              pm(final(arm, "train_noise_kept")), pm(final(arm, "train_clean_kept"))]
-             for arm in sstoken.ARMS]
-    return table(["arm", "exact match", "response CE", "corrupted tokens kept (last chunk)",
-                  "clean tokens kept"], rows)
-
-  quick = load("sstoken", "quick")
-  cfg = quick["config"]
-  claims = [[c.claim, c.measured, "yes" if c.held else "**no**"]
-            for c in sstoken.claims(quick)]
-  full = sstoken.CONFIGS["full"]
-  out = {
-      "quick_table": "\n" + f"{cfg['length']} digits, {cfg['layers']} layers, d = "
-                     f"{cfg['d_model']}, {cfg['pretrain_steps']} pretraining steps, "
-                     f"{cfg['sft']} SFT rows, {cfg['sft_steps']} SFT steps of "
-                     f"{cfg['batch']}, {cfg['seeds']} seeds, "
-                     f"{seconds(quick['wall_time_s'])}; mean ± std over seeds at the last "
-                     "evaluation (clean held-out prompts):\n\n"
-                     + arms_table(quick) + "\n\n"
-                     + table(["claim", "measured", "held"], claims) + "\n",
-      "full_config": f"{full['length']} digits, {full['layers']} layers, d = "
-                     f"{full['d_model']}, {thousands(full['sft'])} SFT rows, "
-                     f"{thousands(full['sft_steps'])} SFT steps, {full['seeds']} seeds",
-  }
+  full = recorded("sstoken", "full")
+  out = {"quick_table": _sstoken_report(load("sstoken", "quick")),
+         "full": not_recorded("sstoken") if full is None
+                 else "\nFull run (`docs/results/sstoken/full/`): " + _sstoken_report(full)}
   for name in ("quick_base1000", "quick_layer0"):
-    if os.path.exists(os.path.join(RESULTS, "sstoken", name, "results.json")):
-      record = load("sstoken", name)
+    if (record := recorded("sstoken", name)) is not None:
       out[name] = ("\n" + f"`{record['provenance']['command']}` "
-                   f"({seconds(record['wall_time_s'])}):\n\n" + arms_table(record) + "\n")
+                   f"({seconds(record['wall_time_s'])}):\n\n" + _sstoken_arms(record) + "\n")
   return out
 
+
+def _sfdd_report(record: dict) -> str:
+  from experiments import sfdd  # noqa: PLC0415 (the experiment's claims and table)
+
+  runs, c = record["runs"], record["config"]
+  corr = np.array([r["rank_corr_entropy"] for r in runs])
+  overlap = np.array([r["overlap_entropy"] for r in runs])
+  claims = [[x.claim, x.measured, "yes" if x.held else "**no**"] for x in sfdd.claims(record)]
+  return ("\n" + f"{c['symbols']} symbols, target {c['target_layers']} layers d = "
+          f"{c['target_d']} ({thousands(c['target_steps'])} steps), draft 1 layer d = "
+          f"{c['draft_d']}, {thousands(c['samples'])} target samples, {c['epochs']} epochs per "
+          f"arm, {c['seeds']} seeds, {seconds(record['wall_time_s'])}; mean ± std over seeds "
+          "on held-out target samples:\n\n"
+          + table(sfdd.TABLE_HEAD, sfdd.table_rows(record)) + "\n\n"
+          + f"Rank correlation of the flatness and entropy sample scores: {pm(corr)}; share of "
+          f"the flattest 50% also in the highest-entropy 50%: {pm(overlap)}.\n\n"
+          + table(["claim", "measured", "held"], claims) + "\n")
 
 
 @register("sfdd")
 def sfdd_docs() -> dict[str, str]:
-  from experiments import sfdd  # noqa: PLC0415 (the experiment's claims, table and configs)
+  full = recorded("sfdd", "full")
+  return {"quick_table": _sfdd_report(load("sfdd", "quick")),
+          "full": not_recorded("sfdd") if full is None
+                  else "\nFull run (`docs/results/sfdd/full/`): " + _sfdd_report(full)}
 
-  quick = load("sfdd", "quick")
-  runs, cfg = quick["runs"], quick["config"]
-  corr = np.array([r["rank_corr_entropy"] for r in runs])
-  overlap = np.array([r["overlap_entropy"] for r in runs])
-  claims = [[c.claim, c.measured, "yes" if c.held else "**no**"] for c in sfdd.claims(quick)]
-  full = sfdd.CONFIGS["full"]
-
-  def sizes(c: dict) -> str:
-    return (f"{c['symbols']} symbols, target {c['target_layers']} layers d = {c['target_d']} "
-            f"({thousands(c['target_steps'])} steps), draft 1 layer d = {c['draft_d']}, "
-            f"{thousands(c['samples'])} target samples, {c['epochs']} epochs per arm, "
-            f"{c['seeds']} seeds")
-
-  return {
-      "quick_table": "\n" + sizes(cfg) + f", {seconds(quick['wall_time_s'])}; mean ± std over "
-                     "seeds on held-out target samples:\n\n"
-                     + table(sfdd.TABLE_HEAD, sfdd.table_rows(quick)) + "\n\n"
-                     + f"Rank correlation of the flatness and entropy sample scores: {pm(corr)}; "
-                     f"share of the flattest 50% also in the highest-entropy 50%: {pm(overlap)}."
-                     + "\n\n" + table(["claim", "measured", "held"], claims) + "\n",
-      "full_config": sizes(full),
-  }
 
 CONFIGS = {"full": dict(check=False)}
 
