@@ -39,7 +39,7 @@ IEEE float32 operations. Three provisos on "bit for bit":
   quantize_weights``).
 
 Stochastic rounding draws its bits inside the kernel: ``Q_k`` rounds element
-``i`` of the flat buffer with ``hash_bits(i, k0, k1)`` (:mod:`jaxlab.core.rng`),
+``i`` of the flat buffer with ``stream_bits(i, k0, k1)`` (:mod:`jaxlab.core.rng`),
 ``(k0, k1)`` the key words of quantity ``k``'s key, so no N-length arrays of
 random bits are materialized and read. It is the stream ``random_bits`` gives
 over the whole buffer, i.e. what the reference's ``quantize(x, fmt, key=k)``
@@ -77,7 +77,7 @@ from jax.experimental.pallas import tpu as pltpu
 from jax.experimental.pallas import triton as plt
 
 from jaxlab.core.checks import check_range, concrete
-from jaxlab.core.rng import as_key, hash_bits, key_words
+from jaxlab.core.rng import as_key, key_words, stream_bits
 from jaxlab.quant.float_format import ROUNDING_MODES, FloatFormat, quantize, quantize_f32
 
 LANES = 128  # last dimension of the 2-D view: one TPU lane row, a Triton-friendly width
@@ -335,7 +335,7 @@ def _quantized_adam_kernel(f_ref, i_ref, p_ref, g_ref, m_ref, v_ref, p_out, m_ou
     if rounding == "stochastic":
       k0 = lax.bitcast_convert_type(i_ref[_WORDS + 2 * k], jnp.uint32)
       k1 = lax.bitcast_convert_type(i_ref[_WORDS + 2 * k + 1], jnp.uint32)
-      rbits = hash_bits(index, k0, k1)
+      rbits = stream_bits(index, k0, k1)
     return _quantize_f32(x, i_ref[2 * k], i_ref[2 * k + 1], f_ref[_MAX_VALUE + k],
                          rounding, rbits)
 
@@ -538,7 +538,7 @@ def quantized_adam_update_pallas(
     ``quantized_adam`` does for a literal 0; a number, even 0, adds it);
   * ``stream_words`` (uint32 ``(4, 2)``, required for stochastic rounding)
     holds the key words of the streams of G, M, V, W: element ``i`` of the
-    flat buffer rounds ``Q_k`` with ``hash_bits(i, *stream_words[k])``.
+    flat buffer rounds ``Q_k`` with ``stream_bits(i, *stream_words[k])``.
 
   Args:
     p, g, m, v, step, lr, b1, b2, eps, formats, rounding, block_size, interpret:

@@ -17,6 +17,7 @@ from jaxlab.core.rng import (
     random_bits,
     split_key_data,
     split_leaf_keys,
+    stream_bits,
     stream_key_data,
 )
 from jaxlab.core.stats import Spread, format_spread, spread
@@ -24,4 +25,4 @@ from jaxlab.core.stats import Spread, format_spread, spread
 __all__ = ["Spread", "advance_key", "as_key", "as_key_data", "check_int", "check_range",
            "checks", "concrete", "format_spread", "hash_bits", "is_traced", "key_words",
            "random_bits", "rng", "split_key_data", "split_leaf_keys", "spread", "stats",
-           "stream_key_data"]
+           "stream_bits", "stream_key_data"]

@@ -6,11 +6,12 @@ Two kinds of randomness live here:
   (``jax.random.key``) for computation, raw ``uint32`` key data
   (``jax.random.key_data``) inside pytrees that are checkpointed or compared
   (optax states, agents), so that they stay plain arrays.
-* A counter-based hash ``hash_bits(index, k0, k1)``: uniform ``uint32`` bits for
-  element ``index`` of a stream keyed by two words. It is about ten integer ops
-  per element and runs inside Pallas kernels, which cannot call ``jax.random``;
-  ``random_bits(key, shape)`` is the same stream over a whole array, so a kernel
-  that knows an element's flat index reproduces it exactly.
+* Counter-based hashes: ``stream_bits(index, k0, k1)``, uniform ``uint32`` bits
+  for element ``index`` of a stream keyed by two words (one lowbias32 round,
+  about six integer ops per element), and the two-round ``hash_bits`` (the
+  matcher's priorities). Both run inside Pallas kernels, which cannot call
+  ``jax.random``; ``random_bits(key, shape)`` is ``stream_bits`` over a whole
+  array, so a kernel that knows an element's flat index reproduces it exactly.
 
 This module imports nothing else from jaxlab, so ``kernels_pallas`` may use it.
 """
@@ -25,7 +26,7 @@ import numpy as np
 from jax import lax
 
 __all__ = ["advance_key", "as_key", "as_key_data", "hash_bits", "key_words", "random_bits",
-           "split_key_data", "split_leaf_keys", "stream_key_data"]
+           "split_key_data", "split_leaf_keys", "stream_bits", "stream_key_data"]
 
 
 def _is_typed_key(x: Any) -> bool:
@@ -92,7 +93,7 @@ def advance_key(key_data: jax.Array, needed: bool = True) -> tuple[jax.Array, ja
   """Advances raw key data by one step: ``(new_key_data, this step's typed key)``.
 
   The step key keys one :func:`random_bits` stream over a whole flattened
-  pytree (element ``i`` of the concatenated leaves draws ``hash_bits(i, ...)``),
+  pytree (element ``i`` of the concatenated leaves draws ``stream_bits(i, ...)``),
   so a fused kernel over the flat buffer draws the same bits. It is the
   ``sub`` key :func:`split_leaf_keys` splits per leaf. With ``needed=False`` the
   key is passed through and the step key is None (no random work traced).
@@ -113,23 +114,40 @@ def _lowbias32(x: jax.Array) -> jax.Array:
 
 
 def key_words(key: Any) -> tuple[jax.Array, jax.Array]:
-  """The two ``uint32`` words of a key's data that :func:`hash_bits` is keyed by."""
+  """The two ``uint32`` words of a key's data that :func:`stream_bits` and :func:`hash_bits`
+  are keyed by."""
   data = jax.random.key_data(as_key(key)).reshape(-1)
   return data[0], data[-1]
 
 
 def hash_bits(index: jax.Array, k0: jax.Array, k1: jax.Array) -> jax.Array:
-  """Bits number ``index`` (uint32) of the stream keyed by ``(k0, k1)``.
+  """A two-round keyed hash of ``index`` (uint32): the matcher's random priorities.
 
   ``h(h(index * phi + k0) ^ k1)`` with ``h`` = lowbias32 and ``phi`` the 32-bit
-  golden ratio. Statistically uniform (what unbiased stochastic rounding and
-  random priorities need); not a cryptographic or general-purpose PRNG.
+  golden ratio. Statistically uniform; not a cryptographic or general-purpose
+  PRNG. Random bits for rounding use the one-round :func:`stream_bits`, half the
+  cost; the matcher keeps two rounds, so its recorded runs reproduce.
   """
   return _lowbias32(_lowbias32(index * jnp.uint32(0x9E3779B9) + k0) ^ k1)
 
 
+def stream_bits(index: jax.Array, k0: jax.Array, k1: jax.Array) -> jax.Array:
+  """Bits number ``index`` (uint32) of the stream keyed by ``(k0, k1)``.
+
+  ``h((index * phi + k0) ^ k1)`` with ``h`` = lowbias32 and ``phi`` the 32-bit
+  golden ratio: one finalizer over a keyed Weyl sequence, the construction of
+  SplitMix (Steele, Lea and Flood, OOPSLA 2014). For a fixed key the map from
+  index to input is a bijection, so a stream never repeats an input within
+  ``2**32`` indices, and a fresh key per step gives every element fresh bits.
+  Statistically uniform (what unbiased stochastic rounding needs); not a
+  cryptographic or general-purpose PRNG. Every stochastic rounding in jaxlab
+  (the jnp paths and the fused Pallas kernel) draws these bits.
+  """
+  return _lowbias32((index * jnp.uint32(0x9E3779B9) + k0) ^ k1)
+
+
 def random_bits(key: Any, shape: tuple[int, ...], offset: int = 0) -> jax.Array:
-  """Uniform ``uint32`` bits: ``hash_bits(offset + flat_index, *key_words(key))``.
+  """Uniform ``uint32`` bits: ``stream_bits(offset + flat_index, *key_words(key))``.
 
   An order of magnitude cheaper than threefry bits on CPU, which matters when
   every optimizer step rounds every parameter several times.
@@ -155,4 +173,4 @@ def random_bits(key: Any, shape: tuple[int, ...], offset: int = 0) -> jax.Array:
   index = lax.iota(jnp.uint32, size)
   if offset:
     index = index + jnp.uint32(int(offset) % 2**32)
-  return hash_bits(index.reshape(shape), k0, k1)
+  return stream_bits(index.reshape(shape), k0, k1)

@@ -23,7 +23,7 @@ one float32 buffer ("pallas"); "auto" picks the kernel when the step is
 lowered for GPU or TPU. Both keep the same optimizer state and draw the same
 stochastic-rounding bits: element ``i`` of the flattened tree (leaves in
 ``jax.tree.leaves`` order) rounds quantity ``Q`` at step ``t`` with
-``hash_bits(i, *key_words(k_Q,t))``, ``k_Q,t`` the step key of ``Q``'s stream
+``stream_bits(i, *key_words(k_Q,t))``, ``k_Q,t`` the step key of ``Q``'s stream
 (a function of ``seed``, ``Q`` and ``t``).
 
 References:

@@ -12,7 +12,7 @@ Stochastic rounding draws from a PRNG key kept in the state as raw key data
 advances the key once (:func:`~jaxlab.core.rng.advance_key`) and the step key
 keys one counter-hash stream over the whole flattened tree: element ``i`` of
 the concatenated leaves (in ``jax.tree.leaves`` order) rounds with
-``hash_bits(i, *key_words(step_key))``. The bits are thus a function of
+``stream_bits(i, *key_words(step_key))``. The bits are thus a function of
 (seed, quantity, step, flat index) only, which is what lets the fused Pallas
 step of :func:`jaxlab.optim.quantized_adam` (one kernel over the flat buffer)
 draw exactly the same bits as this per-leaf jnp path. (Until the fused path

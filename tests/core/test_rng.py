@@ -28,11 +28,38 @@ def test_hash_bits_matches_numpy_formula():
   assert _lowbias32_np(np.uint32(0)) == 0  # the hash fixes 0: the golden-ratio step moves it
 
 
-def test_random_bits_is_hash_of_flat_index_and_roughly_uniform():
+def test_stream_bits_matches_numpy_formula():
+  idx = np.arange(1000, dtype=np.uint32)
+  k0, k1 = np.uint32(123456789), np.uint32(987654321)
+  with np.errstate(over="ignore"):
+    expected = _lowbias32_np((idx * np.uint32(0x9E3779B9) + k0) ^ k1)
+  got = jax.jit(rng.stream_bits)(jnp.asarray(idx), jnp.uint32(k0), jnp.uint32(k1))
+  np.testing.assert_array_equal(np.asarray(got), expected)
+
+
+def test_stream_bits_neighbours_and_keys_are_uncorrelated():
+  # Adjacent elements of one stream, and one element under consecutive step keys, must look
+  # independent: what unbiased stochastic rounding of neighbouring weights, step after step,
+  # relies on. 2**16 pairs: the correlation of independent uniforms has std 1/256.
+  n = 2**16
+  u = lambda b: np.asarray(b, np.float64) / 2**32  # noqa: E731
+  k0, k1 = rng.key_words(jax.random.key(11))
+  a = u(rng.stream_bits(jnp.arange(n + 1, dtype=jnp.uint32), k0, k1))
+  assert abs(np.corrcoef(a[:-1], a[1:])[0, 1]) < 4 / 256
+  steps = jax.random.split(jax.random.key(5), 64)
+  per_step = np.stack([u(rng.random_bits(k, (1024,))) for k in steps])  # (step, element)
+  assert abs(np.corrcoef(per_step[:-1].ravel(), per_step[1:].ravel())[0, 1]) < 4 / 256
+  # every one of the 32 bits is set about half the time in both directions
+  for bits in (a, per_step.ravel()):
+    ones = np.unpackbits((bits * 2**32).astype(np.uint32).view(np.uint8)).mean()
+    assert abs(ones - 0.5) < 0.005
+
+
+def test_random_bits_is_the_stream_of_flat_index_and_roughly_uniform():
   key = jax.random.key(3)
   bits = rng.random_bits(key, (64, 50))
   k0, k1 = rng.key_words(key)
-  flat = rng.hash_bits(jnp.arange(64 * 50, dtype=jnp.uint32), k0, k1)
+  flat = rng.stream_bits(jnp.arange(64 * 50, dtype=jnp.uint32), k0, k1)
   np.testing.assert_array_equal(bits.reshape(-1), flat)
   u = np.asarray(bits, np.float64) / 2**32
   assert abs(u.mean() - 0.5) < 0.02 and abs(u.var() - 1 / 12) < 0.01

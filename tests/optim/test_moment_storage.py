@@ -76,8 +76,8 @@ def test_least_squares_final_loss_within_5_percent_of_fp32(storage):
   assert abs(ours - fp32) <= 0.05 * fp32, (ours, fp32)
 
 
-def _hash_bits_np(n, key):
-  """random_bits(key, (n,)) written out in numpy: lowbias32(lowbias32(i * phi + k0) ^ k1)."""
+def _stream_bits_np(n, key):
+  """random_bits(key, (n,)) written out in numpy: lowbias32((i * phi + k0) ^ k1)."""
   k0, k1 = (int(w) for w in np.asarray(jax.random.key_data(key)).reshape(-1)[[0, -1]])
 
   def lowbias32(x):
@@ -88,7 +88,7 @@ def _hash_bits_np(n, key):
     return x ^ (x >> 16)
 
   i = np.arange(n, dtype=np.uint64)
-  return lowbias32(lowbias32((i * 0x9E3779B9 + k0) & 0xFFFFFFFF) ^ k1)
+  return lowbias32(((i * 0x9E3779B9 + k0) & 0xFFFFFFFF) ^ k1)
 
 
 _E4M3FN_GRID = np.unique(np.abs(np.arange(256, dtype=np.uint8).view(ml_dtypes.float8_e4m3fn)
@@ -146,7 +146,7 @@ def test_codec_bit_identical_to_numpy_reference(storage, second_moment):
   absmax = np.where(finite, np.abs(blocks), 0).max(axis=1)
   scale = absmax * np.float32(1 / code_max)  # the code's reciprocal multiplications
   y = blocks * (np.float32(1) / np.where(scale > 0, scale, np.float32(1)))[:, None]
-  r = _hash_bits_np(768, key).reshape(3, 256)
+  r = _stream_bits_np(768, key).reshape(3, 256)
   if storage == "int8":
     u = (r >> 8).astype(np.float32) * np.float32(2.0**-24)
     q = np.clip(np.floor(y + u), -127, 127)
