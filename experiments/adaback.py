@@ -50,8 +50,8 @@ CONFIGS = {
     "quick": dict(seeds=2, length=6, train=256, test=64, layers=2, d_model=64, heads=2,
                   warmup_steps=200, rl_steps=60, eval_every=20, prompts_per_step=8,
                   group_size=8, rl_lr=3e-4, sft_lr=1e-3, batch=32),
-    "full": dict(seeds=3, length=12, train=1024, test=256, layers=4, d_model=128, heads=4,
-                 warmup_steps=500, rl_steps=1500, eval_every=100, prompts_per_step=32,
+    "full": dict(seeds=3, length=8, train=1024, test=128, layers=2, d_model=64, heads=2,
+                 warmup_steps=400, rl_steps=2000, eval_every=200, prompts_per_step=16,
                  group_size=8, rl_lr=3e-4, sft_lr=1e-3, batch=32),
 }
 
@@ -213,7 +213,7 @@ def plot(result: dict, out: str) -> list[str]:
 def cli() -> ExperimentCLI:
   """The command line: every field of ``CONFIGS`` and ``--checkpoint-dir``."""
   c = ExperimentCLI(__doc__, CONFIGS, out="results/adaback", resumable=True,
-                    quick_help="2 seeds, L = 6, tiny model: the pipeline in about 2 minutes",
+                    quick_help="2 seeds, L = 6, tiny model: the pipeline in under 2 minutes",
                     helps={"length": "parity length L", "train": "training prompts",
                            "rl_steps": "GRPO iterations per RL arm (SFT: steps)",
                            "prompts_per_step": "prompts per GRPO iteration",

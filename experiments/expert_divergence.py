@@ -352,8 +352,8 @@ def cli() -> ExperimentCLI:
   """The command line: every field of ``CONFIGS``."""
   return ExperimentCLI(__doc__, CONFIGS, out="results/expert_divergence", helps=HELPS,
                        resumable=True,
-                       quick_help="3 seeds, 5 arms, 300 steps of a tiny MoE: about a minute on "
-                                  "2 CPU cores")
+                       quick_help="3 seeds, 5 arms, 300 steps of a tiny MoE: the pipeline in "
+                                  "under 2 minutes")
 
 
 def main(argv=None) -> dict:

@@ -296,7 +296,7 @@ def plot(result: dict, out: str) -> list[str]:
 def cli() -> ExperimentCLI:
   """The command line: every field of ``CONFIGS``."""
   return ExperimentCLI(__doc__, CONFIGS, out="results/sfdd",
-                       quick_help="2 seeds, tiny target and draft: the pipeline in about 2 "
+                       quick_help="2 seeds, tiny target and draft: the pipeline in under 2 "
                                   "minutes",
                        helps={"symbols": "Markov-chain symbols", "segments": "segments per row",
                               "seg_len": "tokens per segment, marker included",

@@ -289,7 +289,7 @@ def plot(result: dict, out: str) -> list[str]:
 def cli() -> ExperimentCLI:
   """The command line: every field of ``CONFIGS``."""
   return ExperimentCLI(__doc__, CONFIGS, out="results/sstoken",
-                       quick_help="2 seeds, 2-layer d=64 model: the pipeline in about 2 minutes",
+                       quick_help="2 seeds, 2-layer d=64 model: the pipeline in under 2 minutes",
                        helps={"length": "digits per task row", "sft": "SFT training rows",
                               "noise_samples": "share of SFT rows corrupted",
                               "noise_tokens": "share of a corrupted row's answer digits",
