@@ -55,6 +55,15 @@ def not_recorded(module: str) -> str:
   return f"The full run (`python -m experiments.{module}`) is not recorded yet."
 
 
+def quick_and_full(module: str, report) -> dict[str, str]:
+  """The ``quick_table`` and ``full`` regions of a page whose two records render alike:
+  ``report(record) -> markdown``; the full region says so where no full run is committed."""
+  full = recorded(module, "full")
+  return {"quick_table": report(load(module, "quick")),
+          "full": not_recorded(module) if full is None
+                  else f"\nFull run (`docs/results/{module}/full/`): " + report(full)}
+
+
 def load(*parts: str) -> dict:
   """``docs/results/<parts...>`` (``results.json`` appended to a folder)."""
   path = os.path.join(RESULTS, *parts)
@@ -1335,10 +1344,7 @@ def _adaback_report(record: dict) -> str:
 
 @register("adaback")
 def adaback_docs() -> dict[str, str]:
-  full = recorded("adaback", "full")
-  return {"quick_table": _adaback_report(load("adaback", "quick")),
-          "full": not_recorded("adaback") if full is None
-                  else "\nFull run (`docs/results/adaback/full/`): " + _adaback_report(full)}
+  return quick_and_full("adaback", _adaback_report)
 
 
 # ---------------------------------------------------------------------------
@@ -1468,10 +1474,7 @@ def _sstoken_report(record: dict) -> str:
 
 @register("sstoken")
 def sstoken_docs() -> dict[str, str]:
-  full = recorded("sstoken", "full")
-  out = {"quick_table": _sstoken_report(load("sstoken", "quick")),
-         "full": not_recorded("sstoken") if full is None
-                 else "\nFull run (`docs/results/sstoken/full/`): " + _sstoken_report(full)}
+  out = quick_and_full("sstoken", _sstoken_report)
   for name in ("quick_base1000", "quick_layer0"):
     if (record := recorded("sstoken", name)) is not None:
       out[name] = ("\n" + f"`{record['provenance']['command']}` "
@@ -1499,10 +1502,7 @@ def _sfdd_report(record: dict) -> str:
 
 @register("sfdd")
 def sfdd_docs() -> dict[str, str]:
-  full = recorded("sfdd", "full")
-  return {"quick_table": _sfdd_report(load("sfdd", "quick")),
-          "full": not_recorded("sfdd") if full is None
-                  else "\nFull run (`docs/results/sfdd/full/`): " + _sfdd_report(full)}
+  return quick_and_full("sfdd", _sfdd_report)
 
 
 CONFIGS = {"full": dict(check=False)}
