@@ -61,7 +61,8 @@ def quick_and_full(module: str, report) -> dict[str, str]:
   full = recorded(module, "full")
   return {"quick_table": report(load(module, "quick")),
           "full": not_recorded(module) if full is None
-                  else f"\nFull run (`docs/results/{module}/full/`): " + report(full)}
+                  else f"\nFull run (`docs/results/{module}/full/`): "
+                       + report(full).lstrip("\n")}
 
 
 def load(*parts: str) -> dict:
