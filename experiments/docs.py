@@ -1418,6 +1418,12 @@ def _ccm_tables(result: dict) -> str:
                              for c in check_claims(exp.claims(result))]))
 
 
+def _ccm_teacher(result: dict) -> str:
+  return (f"teacher held-out CE {pm(result['teacher_ce'], lambda v: f(v, 4))}; SAE normalised "
+          f"MSE {pm(result['sae_nmse'], lambda v: f(v, 3))}, live latents "
+          f"{pm(result['sae_live_fraction'])}")
+
+
 @register("cocomix")
 def cocomix_docs() -> dict[str, str]:
   quick = load("cocomix", "quick")
@@ -1429,14 +1435,13 @@ def cocomix_docs() -> dict[str, str]:
                         f"d = {qc['d_model']}, SAE C = {qc['latents']}, k = {qc['k']}, "
                         f"{seconds(quick['wall_time_s'])}"),
       "quick_table": _ccm_tables(quick),
-      "quick_teacher": (f"teacher held-out CE {pm(quick['teacher_ce'], lambda v: f(v, 4))}; "
-                        f"SAE normalised MSE {pm(quick['sae_nmse'], lambda v: f(v, 3))}, live "
-                        f"latents {pm(quick['sae_live_fraction'])}"),
+      "quick_teacher": _ccm_teacher(quick),
   }
   if (full := recorded("cocomix", "full")) is not None:
     out["full"] = (f"Full run (`docs/results/cocomix/full/`, {full['config']['seeds']} seeds, "
                    f"{thousands(full['config']['steps'])} steps, "
-                   f"{seconds(full['wall_time_s'])}):\n\n" + _ccm_tables(full))
+                   f"{seconds(full['wall_time_s'])}):\n\n" + _ccm_tables(full)
+                   + f"\n\n{_ccm_teacher(full)[0].upper()}{_ccm_teacher(full)[1:]}.")
   else:
     out["full"] = not_recorded("cocomix")
   return out
