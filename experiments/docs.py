@@ -1345,7 +1345,11 @@ def _adaback_report(record: dict) -> str:
 
 @register("adaback")
 def adaback_docs() -> dict[str, str]:
-  return quick_and_full("adaback", _adaback_report)
+  out = quick_and_full("adaback", _adaback_report)
+  if (record := recorded("adaback", "diagnosis_L4")) is not None:
+    out["diagnosis_L4"] = (f"\n`{record['provenance']['command']}` (`docs/results/adaback/"
+                           "diagnosis_L4/`): " + _adaback_report(record).lstrip("\n"))
+  return out
 
 
 # ---------------------------------------------------------------------------
