@@ -55,6 +55,12 @@ def not_recorded(module: str) -> str:
   return f"The full run (`python -m experiments.{module}`) is not recorded yet."
 
 
+def claims_table(rows) -> str:
+  """A ``claims()`` list as a markdown table: claim, measured, held (a miss in bold)."""
+  return table(["claim", "measured", "held"],
+               [[c.claim, c.measured, "yes" if c.held else "**no**"] for c in rows])
+
+
 def quick_and_full(module: str, report) -> dict[str, str]:
   """The ``quick_table`` and ``full`` regions of a page whose two records render alike:
   ``report(record) -> markdown``; the full region says so where no full run is committed."""
@@ -1333,14 +1339,12 @@ def _adaback_report(record: dict) -> str:
   runs, cfg = record["runs"], record["config"]
   final = lambda arm, key: np.array([r[arm][-1][key] for r in runs])  # noqa: E731
   rows = [[arm, pm(final(arm, "valid")), pm(final(arm, "reward"))] for arm in adaback.ARMS]
-  claims = [[c.claim, c.measured, "yes" if c.held else "**no**"]
-            for c in adaback.claims(record)]
   return ("\n" + f"L = {cfg['length']}, {cfg['layers']} layers, d = {cfg['d_model']}, "
           f"{thousands(cfg['train'])} prompts, {thousands(cfg['rl_steps'])} iterations of "
           f"{cfg['prompts_per_step']} x {cfg['group_size']} completions, {cfg['seeds']} seeds, "
           f"{seconds(record['wall_time_s'])}; mean ± std over seeds at the last evaluation:\n\n"
           + table(["arm", "test full-valid rate", "test reward"], rows) + "\n\n"
-          + table(["claim", "measured", "held"], claims) + "\n")
+          + claims_table(adaback.claims(record)) + "\n")
 
 
 @register("adaback")
@@ -1472,14 +1476,12 @@ def _sstoken_report(record: dict) -> str:
   from experiments import sstoken  # noqa: PLC0415 (the experiment's claims)
 
   cfg = record["config"]
-  claims = [[c.claim, c.measured, "yes" if c.held else "**no**"]
-            for c in sstoken.claims(record)]
   return ("\n" + f"{cfg['length']} digits, {cfg['layers']} layers, d = {cfg['d_model']}, "
           f"{thousands(cfg['pretrain_steps'])} pretraining steps, {thousands(cfg['sft'])} SFT "
           f"rows, {thousands(cfg['sft_steps'])} SFT steps of {cfg['batch']}, {cfg['seeds']} "
           f"seeds, {seconds(record['wall_time_s'])}; mean ± std over seeds at the last "
           "evaluation (clean held-out prompts):\n\n" + _sstoken_arms(record) + "\n\n"
-          + table(["claim", "measured", "held"], claims) + "\n")
+          + claims_table(sstoken.claims(record)) + "\n")
 
 
 @register("sstoken")
@@ -1498,7 +1500,6 @@ def _sfdd_report(record: dict) -> str:
   runs, c = record["runs"], record["config"]
   corr = np.array([r["rank_corr_entropy"] for r in runs])
   overlap = np.array([r["overlap_entropy"] for r in runs])
-  claims = [[x.claim, x.measured, "yes" if x.held else "**no**"] for x in sfdd.claims(record)]
   return ("\n" + f"{c['symbols']} symbols, target {c['target_layers']} layers d = "
           f"{c['target_d']} ({thousands(c['target_steps'])} steps), draft 1 layer d = "
           f"{c['draft_d']}, {thousands(c['samples'])} target samples, {c['epochs']} epochs per "
@@ -1507,7 +1508,7 @@ def _sfdd_report(record: dict) -> str:
           + table(sfdd.TABLE_HEAD, sfdd.table_rows(record)) + "\n\n"
           + f"Rank correlation of the flatness and entropy sample scores: {pm(corr)}; share of "
           f"the flattest 50% also in the highest-entropy 50%: {pm(overlap)}.\n\n"
-          + table(["claim", "measured", "held"], claims) + "\n")
+          + claims_table(sfdd.claims(record)) + "\n")
 
 
 @register("sfdd")
