@@ -448,21 +448,28 @@ def seed_runs(out: str, cfg: dict, run_seed, desc: str) -> list:
 
   Each finished seed's record is saved as ``out/seed<i>.json`` with the configuration, and a
   rerun with the same ``out`` and an equal configuration reuses it instead of running the seed
-  again (a record of another configuration is run again and overwritten). For experiments
-  whose seeds are separate programs; :func:`clear_seed_runs` removes the files once the
-  results are written.
+  again (a record of another configuration, or an unreadable one, is run again and
+  overwritten; after changing the code, use a new ``out``). Records are written to a
+  temporary file and renamed, so a run killed mid-write leaves no partial record. Every
+  record is returned as its JSON round trip, resumed or not. For experiments whose seeds are
+  separate programs; :func:`clear_seed_runs` removes the files once the results are written.
   """
   runs = []
+  key = json.loads(dumps(cfg))
   for seed in tqdm(range(cfg["seeds"]), desc=desc, unit="seed"):
     path = os.path.join(out, f"seed{seed}.json")
     saved = None
     if os.path.exists(path):
-      with open(path) as f:
-        saved = json.load(f)
-    if saved is None or saved.get("config") != json.loads(dumps(cfg)):
-      saved = {"config": cfg, "run": run_seed(seed)}
-      with open(path, "w") as f:
+      try:
+        with open(path) as f:
+          saved = json.load(f)
+      except json.JSONDecodeError:
+        saved = None
+    if not isinstance(saved, dict) or saved.get("config") != key:
+      saved = json.loads(dumps({"config": cfg, "run": run_seed(seed)}))
+      with open(path + ".tmp", "w") as f:
         f.write(dumps(saved))
+      os.replace(path + ".tmp", path)
     runs.append(saved["run"])
   return runs
 

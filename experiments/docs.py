@@ -57,8 +57,9 @@ def not_recorded(module: str) -> str:
 
 def claims_table(rows) -> str:
   """A ``claims()`` list as a markdown table: claim, measured, held (a miss in bold)."""
+  verdict = {True: "yes", False: "**no**", None: "n/a"}
   return table(["claim", "measured", "held"],
-               [[c.claim, c.measured, "yes" if c.held else "**no**"] for c in rows])
+               [[c.claim, c.measured, verdict[c.held]] for c in check_claims(rows)])
 
 
 def quick_and_full(module: str, report) -> dict[str, str]:

@@ -33,7 +33,8 @@ report rows. Writes ``results.json``, ``summary.md``, ``final.png`` and ``curves
 Cost: ``--quick`` is a tiny model (a pipeline check). The full scale (``CONFIGS["full"]``,
 2 layers, d = 64, 1,000 steps) is sized for a 2-core CPU; its recorded wall time is on
 the method's docs page. The spec's model (``--layers 4 --d-model 128 --heads 4
---seq-len 64 --vocab 128 --per-domain 8 --steps 3000 --lr 1e-3``: every expert is
+--seq-len 64 --vocab 128 --train-rows 2048 --val-rows 128 --per-domain 8 --steps 3000
+--num-evals 15 --lr 1e-3``: every expert is
 evaluated densely, about 2.8x the toolkit's dense 4-layer d = 128 model per token) is
 a GPU run; ``--checkpoint-dir`` resumes.
 """

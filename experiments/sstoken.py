@@ -142,7 +142,7 @@ def arm_table(cfg: dict) -> dict[str, jax.Array]:
 
 def make_pipeline(cfg: dict):
   """``pipeline(key) -> metrics``: pretrain the base, then every arm's SFT with evaluations
-  (pure: vmapped over seeds and jitted by :func:`run`)."""
+  (pure: jitted once by :func:`run`, which runs the seeds in turn)."""
   n = cfg["length"]
   mcfg = _model(cfg)
   net = tfm.create(mcfg, jax.random.key(0))  # the graph; parameters are drawn per seed

@@ -8,7 +8,7 @@ Two kinds of randomness live here:
   (optax states, agents), so that they stay plain arrays.
 * Counter-based hashes: ``stream_bits(index, k0, k1)``, uniform ``uint32`` bits
   for element ``index`` of a stream keyed by two words (one lowbias32 round,
-  about six integer ops per element), and the two-round ``hash_bits`` (the
+  about eleven integer ops per element), and the two-round ``hash_bits`` (the
   matcher's priorities). Both run inside Pallas kernels, which cannot call
   ``jax.random``; ``random_bits(key, shape)`` is ``stream_bits`` over a whole
   array, so a kernel that knows an element's flat index reproduces it exactly.

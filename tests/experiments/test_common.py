@@ -69,5 +69,8 @@ def test_seed_runs_resume_reuses_finished_seeds_of_the_same_config(tmp_path):
   other = {"seeds": 3, "sizes": (2, 8)}  # another configuration: every seed runs again
   common.seed_runs(str(tmp_path), other, run_seed, "test")
   assert calls == [0, 1, 2, 2, 0, 1, 2]
+  (tmp_path / "seed1.json").write_text('{"config": {"seeds": 3')  # killed mid-write
+  common.seed_runs(str(tmp_path), other, run_seed, "test")
+  assert calls == [0, 1, 2, 2, 0, 1, 2, 1]  # the unreadable record runs again
   common.clear_seed_runs(str(tmp_path), 3)
   assert not list(tmp_path.glob("seed*.json"))
