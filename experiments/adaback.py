@@ -36,7 +36,7 @@ import numpy as np
 import optax
 from tqdm.auto import tqdm
 
-from experiments.common import Claim, ExperimentCLI, pm, run_experiment
+from experiments.common import Claim, ExperimentCLI, claims_markdown, pm, run_experiment
 from jaxlab.data import lm_tasks as lt
 from jaxlab.lm import adaback as ab
 from jaxlab.models import decoding
@@ -229,12 +229,8 @@ def main(argv=None) -> dict:
     return {"runs": [run_seed(s, cfg, args.checkpoint_dir)
                      for s in tqdm(range(cfg["seeds"]), desc="adaback", unit="seed")]}
 
-  def table(result):
-    rows = ["| claim | measured | held |", "|---|---|---|"]
-    return "\n".join(rows + [f"| {c.claim} | {c.measured} | {c.held} |"
-                             for c in claims(result)])
-
-  return run_experiment(argv, cli(), "adaback", run, plot, table,
+  return run_experiment(argv, cli(), "adaback", run, plot,
+                        lambda result: claims_markdown(claims(result)),
                         lambda r: f"{r['config']['seeds']} seeds, L = {r['config']['length']}, "
                                   "mean ± std over seeds.")
 

@@ -427,11 +427,13 @@ def write_results(out: str, name: str, result: dict, table: str, note: str = "",
   print(f"\nwall time {result['wall_time_s']:.1f} s; results in {out}")
 
 
-def run_experiment(argv, cli: ExperimentCLI, name: str, run, plot, table, note) -> dict:
+def run_experiment(argv, cli: ExperimentCLI, name: str, run, plot, table, note,
+                   after=None) -> dict:
   """The shape every experiment's ``main`` shares: parse, ``run(cfg, args) -> dict`` (merged
   into the result after ``scale`` and ``config``), wall time, machine, ``plot(result, out)
   -> figure names``, then ``results.json`` and ``summary.md`` with ``table(result)`` and
-  ``note(result)`` (see :func:`write_results`)."""
+  ``note(result)`` (see :func:`write_results`), then ``after(result, args)`` if given (e.g.
+  :func:`clear_seed_runs` once the results are written)."""
   args, scale, cfg = cli.parse(argv)
   os.makedirs(args.out, exist_ok=True)
   start = time.time()
@@ -440,6 +442,8 @@ def run_experiment(argv, cli: ExperimentCLI, name: str, run, plot, table, note) 
   result["machine"] = machine()
   result["figures"] = plot(result, args.out)
   write_results(args.out, name, result, table(result), note(result), argv=argv)
+  if after is not None:
+    after(result, args)
   return result
 
 
@@ -530,6 +534,16 @@ def check_claims(rows: list) -> list[Claim]:
             and row.measured):
       raise ValueError(f"claims row {i}: claim and measured must be non-empty strings")
   return list(rows)
+
+
+def claims_markdown(rows: list, verdict: dict | None = None) -> str:
+  """``claims()`` rows as a markdown table (claim, measured, held), checked by
+  :func:`check_claims`; ``verdict`` maps ``True``/``False``/``None`` to the held cell
+  (default: the value itself, as the summaries print it)."""
+  cell = (lambda held: str(held)) if verdict is None else verdict.__getitem__  # noqa: E731
+  lines = ["| claim | measured | held |", "|---|---|---|"]
+  lines += [f"| {c.claim} | {c.measured} | {cell(c.held)} |" for c in check_claims(rows)]
+  return "\n".join(lines)
 
 
 class Ratio(NamedTuple):

@@ -28,7 +28,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from experiments.common import ExperimentCLI, check_claims
+from experiments.common import ExperimentCLI, check_claims, claims_markdown
 from experiments.common import sample_std as std  # the house spread (jaxlab.core.stats)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -57,9 +57,7 @@ def not_recorded(module: str) -> str:
 
 def claims_table(rows) -> str:
   """A ``claims()`` list as a markdown table: claim, measured, held (a miss in bold)."""
-  verdict = {True: "yes", False: "**no**", None: "n/a"}
-  return table(["claim", "measured", "held"],
-               [[c.claim, c.measured, verdict[c.held]] for c in check_claims(rows)])
+  return claims_markdown(rows, {True: "yes", False: "**no**", None: "n/a"})
 
 
 def quick_and_full(module: str, report) -> dict[str, str]:

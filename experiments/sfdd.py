@@ -28,7 +28,6 @@ correlation), and a small draft may underfit the dropped peaked tokens.
 from __future__ import annotations
 
 import os
-import time
 
 import jax
 import jax.numpy as jnp
@@ -40,11 +39,11 @@ from flax import nnx
 from experiments.common import (
   Claim,
   ExperimentCLI,
+  claims_markdown,
   clear_seed_runs,
-  machine,
   pm,
+  run_experiment,
   seed_runs,
-  write_results,
 )
 from jaxlab.data import lm_tasks as lt
 from jaxlab.data.markov_text import sample_sequences, sparse_chain
@@ -308,23 +307,22 @@ def cli() -> ExperimentCLI:
                               "epochs": "draft epochs over each arm's subset"})
 
 
-def main(argv=None) -> dict:
-  args, scale, cfg = cli().parse(argv)
-  os.makedirs(args.out, exist_ok=True)
-  start = time.time()
-  prog = make_programs(cfg)
-  runs = seed_runs(args.out, cfg, lambda seed: run_seed(seed, cfg, prog), "sfdd")
-  result = {"scale": scale, "config": cfg, "arms": [list(a) for a in ARMS], "gamma": GAMMA,
-            "runs": runs, "wall_time_s": time.time() - start, "machine": machine()}
-  result["figures"] = plot(result, args.out)
+def _table(result: dict) -> str:
   rows = ["| " + " | ".join(TABLE_HEAD) + " |", "|" + "---|" * len(TABLE_HEAD)]
   rows += ["| " + " | ".join(r) + " |" for r in table_rows(result)]
-  rows += ["", "| claim | measured | held |", "|---|---|---|"]
-  rows += [f"| {c.claim} | {c.measured} | {c.held} |" for c in claims(result)]
-  write_results(args.out, "sfdd", result, "\n".join(rows),
-                f"{cfg['seeds']} seeds, mean ± std over seeds; gamma = {GAMMA}.", argv=argv)
-  clear_seed_runs(args.out, cfg["seeds"])  # the run is complete
-  return result
+  return "\n".join(rows) + "\n\n" + claims_markdown(claims(result))
+
+
+def main(argv=None) -> dict:
+  def run(cfg, args):
+    prog = make_programs(cfg)
+    runs = seed_runs(args.out, cfg, lambda seed: run_seed(seed, cfg, prog), "sfdd")
+    return {"arms": [list(a) for a in ARMS], "gamma": GAMMA, "runs": runs}
+
+  return run_experiment(
+      argv, cli(), "sfdd", run, plot, _table,
+      lambda r: f"{r['config']['seeds']} seeds, mean ± std over seeds; gamma = {GAMMA}.",
+      after=lambda r, args: clear_seed_runs(args.out, r["config"]["seeds"]))
 
 
 if __name__ == "__main__":

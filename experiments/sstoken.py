@@ -34,7 +34,6 @@ SFT; :func:`claims` reports what this tiny setting gives.
 from __future__ import annotations
 
 import os
-import time
 
 import jax
 import jax.numpy as jnp
@@ -45,11 +44,11 @@ import optax
 from experiments.common import (
   Claim,
   ExperimentCLI,
+  claims_markdown,
   clear_seed_runs,
-  machine,
   pm,
+  run_experiment,
   seed_runs,
-  write_results,
 )
 from jaxlab.data import lm_tasks as lt
 from jaxlab.lm import sstoken as ss
@@ -299,17 +298,8 @@ def cli() -> ExperimentCLI:
                                         "arms (the official warm start)"})
 
 
-def main(argv=None) -> dict:
-  args, scale, cfg = cli().parse(argv)
-  if cfg["sft_steps"] % cfg["eval_every"]:
-    raise ValueError(f"eval_every must divide sft_steps, got {cfg['eval_every']} and "
-                     f"{cfg['sft_steps']}")
-  os.makedirs(args.out, exist_ok=True)
-  start = time.time()
-  runs = run(cfg, args.out)
-  result = {"scale": scale, "config": cfg, "runs": runs, "wall_time_s": time.time() - start,
-            "machine": machine()}
-  result["figures"] = plot(result, args.out)
+def _table(result: dict) -> str:
+  runs = result["runs"]
   final = lambda a, k: pm([r[a][-1][k] for r in runs])  # noqa: E731
   rows = ["| arm | exact match | response CE | corrupted kept | clean kept |",
           "|---|---|---|---|---|",
@@ -317,14 +307,23 @@ def main(argv=None) -> dict:
           f"{pm([r['base']['ce'] for r in runs])} | | |"]
   rows += [f"| {a} | {final(a, 'em')} | {final(a, 'ce')} | {final(a, 'train_noise_kept')} | "
            f"{final(a, 'train_clean_kept')} |" for a in ARMS]
-  rows += ["", "| claim | measured | held |", "|---|---|---|"]
-  rows += [f"| {c.claim} | {c.measured} | {c.held} |" for c in claims(result)]
-  write_results(args.out, "sstoken", result, "\n".join(rows),
-                f"{cfg['seeds']} seeds, sort / reverse with {cfg['length']} digits, "
-                f"{cfg['noise_samples']:.0%} of SFT rows with {cfg['noise_tokens']:.0%} of "
-                f"answer digits corrupted; mean ± std over seeds.", argv=argv)
-  clear_seed_runs(args.out, cfg["seeds"])  # the run is complete
-  return result
+  return "\n".join(rows) + "\n\n" + claims_markdown(claims(result))
+
+
+def main(argv=None) -> dict:
+  def run_all_seeds(cfg, args):
+    if cfg["sft_steps"] % cfg["eval_every"]:
+      raise ValueError(f"eval_every must divide sft_steps, got {cfg['eval_every']} and "
+                       f"{cfg['sft_steps']}")
+    return {"runs": run(cfg, args.out)}
+
+  return run_experiment(
+      argv, cli(), "sstoken", run_all_seeds, plot, _table,
+      lambda r: f"{r['config']['seeds']} seeds, sort / reverse with {r['config']['length']} "
+                f"digits, {r['config']['noise_samples']:.0%} of SFT rows with "
+                f"{r['config']['noise_tokens']:.0%} of answer digits corrupted; mean ± std over "
+                "seeds.",
+      after=lambda r, args: clear_seed_runs(args.out, r["config"]["seeds"]))
 
 
 if __name__ == "__main__":

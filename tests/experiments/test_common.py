@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from experiments import common
 
 
@@ -74,3 +76,13 @@ def test_seed_runs_resume_reuses_finished_seeds_of_the_same_config(tmp_path):
   assert calls == [0, 1, 2, 2, 0, 1, 2, 1]  # the unreadable record runs again
   common.clear_seed_runs(str(tmp_path), 3)
   assert not list(tmp_path.glob("seed*.json"))
+
+
+def test_claims_markdown_renders_and_checks_rows():
+  rows = [common.Claim("a", "1.0", True), common.Claim("b", "2.0", None)]
+  assert common.claims_markdown(rows).splitlines() == [
+      "| claim | measured | held |", "|---|---|---|", "| a | 1.0 | True |", "| b | 2.0 | None |"]
+  assert common.claims_markdown(rows, {True: "yes", False: "no", None: "n/a"}).endswith(
+      "| b | 2.0 | n/a |")
+  with pytest.raises(TypeError, match="row 0"):
+    common.claims_markdown([("a", "1.0", True)])
