@@ -18,8 +18,8 @@ held-out prompts, nothing revealed), the mean test reward, and for AdaBack the m
 reveal ratio. The paper (Llama-3.2-1B, L = 16) finds GRPO stuck at the format reward,
 AdaBack solving the task, and SFT failing; a tiny from-scratch model may learn parity
 from SFT, which :func:`claims` reports as it is. ``--checkpoint-dir`` makes the RL arms
-resumable (orbax, after every evaluation chunk). The full scale (``CONFIGS["full"]``, L = 8,
-2 layers, d = 64) is sized for a 2-core CPU; a larger run for a GPU: ``--length 12
+resumable (orbax, after every evaluation chunk). The full scale (``CONFIGS["full"]``) is sized
+for a 2-core CPU; a larger run for a GPU: ``--length 12
 --train 1024 --test 256 --layers 4 --d-model 128 --heads 4 --warmup-steps 500 --rl-steps 1500
 --eval-every 100 --prompts-per-step 32``.
 """

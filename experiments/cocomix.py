@@ -33,8 +33,8 @@ reported separately (``setup_flops``). :func:`claims` gives the report rows. Wri
 ``results.json``, ``summary.md``, ``curves.png``.
 
 Cost: ``--quick`` is a pipeline check (tiny models, 300 steps). The full scale
-(``CONFIGS["full"]``: vocab 64, d = 64, a teacher trained 3,000 steps, students 1,200
-steps) is sized for a 2-core CPU; its recorded wall time is on the method's docs page.
+(``CONFIGS["full"]``: a teacher trained longer than the students) is sized for a
+2-core CPU; its recorded wall time is on the method's docs page.
 The spec's scale (``--vocab 256 --states 64 --seq-len 64 --train-rows 4096 --val-rows 256
 --d-model 128 --heads 4 --latents 512 --k 16 --sae-steps 2000 --sae-batch 1024 --steps 3000
 --num-evals 15 --batch 32 --lr 1e-3``) is

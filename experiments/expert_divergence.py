@@ -30,8 +30,8 @@ assignments (and of the soft router probabilities), and the entropy of the exper
 load. :func:`claims` gives the
 report rows. Writes ``results.json``, ``summary.md``, ``final.png`` and ``curves.png``.
 
-Cost: ``--quick`` is a tiny model (a pipeline check). The full scale (``CONFIGS["full"]``,
-2 layers, d = 64, 1,000 steps) is sized for a 2-core CPU; its recorded wall time is on
+Cost: ``--quick`` is a tiny model (a pipeline check). The full scale (``CONFIGS["full"]``) is
+sized for a 2-core CPU; its recorded wall time is on
 the method's docs page. The spec's model (``--layers 4 --d-model 128 --heads 4
 --seq-len 64 --vocab 128 --train-rows 2048 --val-rows 128 --per-domain 8 --steps 3000
 --num-evals 15 --lr 1e-3``: every expert is
