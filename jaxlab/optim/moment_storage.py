@@ -150,7 +150,8 @@ def _e4m3fn_stochastic(y: jax.Array, rbits: jax.Array) -> jax.Array:
   ``quantize_f32(y, 4, 3, 448, "stochastic", rbits)`` bit for bit (tested over every
   exponent, with ties, zero and all-ones bits), with the format's constants worked in:
   at or above 2**-9 round away the low ``s`` = 20..23 magnitude bits (``s > 20`` on the
-  subnormal grid), up when ``rbits mod 2**s`` falls below them; below 2**-9 the result is
+  subnormal grid), up when ``rbits mod 2**s`` falls below them (computed as the carry of
+  adding their complement); below 2**-9 the result is
   0 or 2**-9, up when the bits fall below the significand ``sig`` scaled to the quantum
   (``rbits mod 2**t < sig`` for ``t = 141 - e <= 31``, else ``rbits < sig >> (t - 32)``).
   Non-finite ``y`` give 448 (the encoder codes them as NaN).
@@ -161,7 +162,9 @@ def _e4m3fn_stochastic(y: jax.Array, rbits: jax.Array) -> jax.Array:
   e = a >> 23  # biased float32 exponent
   s = u32(20) + (u32(121) - jnp.clip(e, u32(118), u32(121)))
   mask = (u32(1) << s) - u32(1)
-  normal = ((a >> s) + ((rbits & mask) < (a & mask)).astype(jnp.uint32)) << s
+  # Up when (rbits & mask) < (a & mask), i.e. when adding mask - (rbits & mask) carries
+  # past bit s (into the exponent too, at the top of a binade).
+  normal = (a + (~rbits & mask)) & ~mask
   sig = (a & u32(0x7FFFFF)) | u32(0x800000)
   t = u32(141) - jnp.minimum(e, u32(117))  # >= 24
   up = jnp.where(t <= 31, (rbits & ((u32(1) << jnp.minimum(t, u32(31))) - u32(1))) < sig,
@@ -169,6 +172,27 @@ def _e4m3fn_stochastic(y: jax.Array, rbits: jax.Array) -> jax.Array:
   tiny = jnp.where(up & (e > 0), u32(118 << 23), u32(0))  # 118 << 23: 2**-9
   res = jnp.minimum(jnp.where(e >= 118, normal, tiny), u32(0x43E00000))  # 0x43E00000: 448
   return lax.bitcast_convert_type(res | (bits & u32(0x80000000)), jnp.float32)
+
+
+def _finite_absmax(x: jax.Array, nonnegative: bool) -> jax.Array:
+  """Per-block maximum of ``|x|`` (of ``max(x, 0)`` if ``nonnegative``) over finite entries.
+
+  The common case, every entry finite, reads ``x`` itself with plain max / min reductions:
+  XLA:CPU runs those as library reductions straight on ``x``, while a reduction of
+  ``where(isfinite(x), |x|, 0)`` first writes that whole array to memory (measured: 3.6x
+  the time on 1M entries). Only when some block's result is not finite (a NaN or inf in
+  it) is the finite-only maximum computed (a ``lax.cond``, so a finite step never pays
+  for it; under ``vmap`` both branches run and the finite one is selected).
+  """
+  b = _blocks(x)
+  hi = jnp.max(b, axis=1)
+  fast = jnp.maximum(hi, 0.0) if nonnegative else jnp.abs(jnp.maximum(hi, -jnp.min(b, axis=1)))
+
+  def finite_only():
+    v = jnp.maximum(b, 0.0) if nonnegative else jnp.abs(b)
+    return jnp.max(jnp.where(jnp.isfinite(v), v, 0.0), axis=1)
+
+  return lax.cond(jnp.all(jnp.isfinite(fast)), lambda: fast, finite_only)
 
 
 def _rbits(rounding: str, key: jax.Array | None, shape) -> jax.Array | None:
@@ -184,18 +208,47 @@ def encode(
     x: jax.Array, storage: str, rounding: str, key: jax.Array | None, second_moment: bool
 ) -> tuple[jax.Array, jax.Array | None]:
   """Encodes one moment buffer. Returns ``(codes, scales)``; scales may be None."""
+  codes, scales, _ = _encode(x, storage, rounding, key, second_moment)
+  return codes, scales
+
+
+@functools.partial(jax.jit, static_argnames=("storage", "rounding", "second_moment", "dtype"))
+def encode_and_decode(
+    x: jax.Array, storage: str, rounding: str, key: jax.Array | None, second_moment: bool,
+    dtype,
+) -> tuple[jax.Array, jax.Array | None, jax.Array]:
+  """``(codes, scales, decode(codes, scales, ...))`` in one pass, as an optimizer step needs.
+
+  The decoded moment is computed from the rounded values before they become codes
+  (``q * scale``), the same numbers :func:`decode` gives (NaN where it gives NaN), so
+  the step does not unpack the codes it has just packed.
+  """
+  codes, scales, q = _encode(x, storage, rounding, key, second_moment)
+  if storage == "bfloat16":
+    return codes, None, codes.astype(dtype)
+  y = q * scales[:, None]
+  if storage == "int8":
+    y = jnp.where(q == _NONFINITE_CODE["int8"], jnp.nan, y)
+  y = _unblocks(y, x)
+  if second_moment:
+    y = y * y
+  return codes, scales, y.astype(dtype)
+
+
+def _encode(x, storage, rounding, key, second_moment):
+  """Codes, scales and the coded values ``q`` by block (float32; None for bfloat16)."""
   if storage == "bfloat16":
     fmt = FloatFormat.BF16
     y = quantize_f32(x.astype(jnp.float32), fmt.exp_bits, fmt.man_bits, None, rounding,
                      _rbits(rounding, key, x.shape))
-    return y.astype(jnp.bfloat16), None
+    return y.astype(jnp.bfloat16), None, None
   # The second moment is coded as sqrt(max(v, 0)), finite exactly where max(v, 0) is.
   b = _blocks(jnp.maximum(x, 0.0) if second_moment else x)
   # Scales over the block's finite entries only: one NaN, inf or overflowing
   # entry must not poison the other 255 (as optax.adam, where it stays one
   # element). Such an entry gets the non-finite code below and decodes to NaN.
   finite = jnp.isfinite(b)
-  absmax = jnp.max(jnp.where(finite, jnp.abs(b), 0.0), axis=1)
+  absmax = _finite_absmax(x, second_moment)
   if second_moment:
     # max(sqrt(.)) = sqrt(max(.)) exactly (a correctly rounded sqrt is monotonic), so the
     # block maximum is taken on v: no pass that writes sqrt(v) just for the reduction.
@@ -217,10 +270,10 @@ def encode(
     smallest = fmt.min_subnormal
   if second_moment:  # a positive v must not decode to 0 (see module docstring)
     q = jnp.where((q == 0) & (y > 0), smallest, q)
-  y = jnp.where(finite, q, _NONFINITE_CODE[storage])
-  y = _unblocks(_materialized(y, _CODE_MAX[storage]), x)
+  q = _materialized(jnp.where(finite, q, _NONFINITE_CODE[storage]), _CODE_MAX[storage])
+  y = _unblocks(q, x)
   codes = y.astype(jnp.int8) if storage == "int8" else _f8_from_f32(y)
-  return codes, scale
+  return codes, scale, q
 
 
 @functools.partial(jax.jit, static_argnames=("storage", "second_moment", "dtype"))

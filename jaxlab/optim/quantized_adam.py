@@ -128,12 +128,10 @@ class MomentBuffer:
       tree = jax.tree.unflatten(treedef, q)
       return tree, None, tree
     # Compact storage always rounds stochastically (see moment_storage).
-    enc = [ms.encode(x, self.storage, "stochastic", k, self.second_moment)
+    enc = [ms.encode_and_decode(x, self.storage, "stochastic", k, self.second_moment, x.dtype)
            for x, k in zip(leaves, list(key), strict=True)]
-    codes = jax.tree.unflatten(treedef, [c for c, _ in enc])
-    scales = None if self.storage == "bfloat16" else jax.tree.unflatten(
-        treedef, [s for _, s in enc])
-    return codes, scales, self.load(codes, scales, values)
+    codes, scales, stored = ([jax.tree.unflatten(treedef, [e[i] for e in enc])] for i in range(3))
+    return codes[0], None if self.storage == "bfloat16" else scales[0], stored[0]
 
 
 def moment_keys(step_key: jax.Array | None, streams: tuple, storage: str | None,
