@@ -1,0 +1,7 @@
+"""Inference and serving methods built on the toolkit in :mod:`jaxlab.models`.
+
+Modules (issue 18): uncertainty from one greedy decode (G-NLL), speculative KV-page
+retrieval with correction (FreeKV), an autoregressive plan followed by parallel
+diffusion spans (Planned Diffusion), and cascade thresholds with a MILP resource
+allocation (Cascadia). Each module names its paper and what is ours.
+"""
