@@ -1515,6 +1515,25 @@ def sfdd_docs() -> dict[str, str]:
   return quick_and_full("sfdd", _sfdd_report)
 
 
+def _planned_diffusion_report(record: dict) -> str:
+  from experiments import planned_diffusion as pdx  # noqa: PLC0415 (claims and table)
+
+  c = record["config"]
+  return ("\n" + f"K = 1..{c['max_spans']} spans, unit {c['unit']} tokens, three transformers of "
+          f"{c['layers']} layers d = {c['d_model']} ({thousands(c['steps'])} steps, batch "
+          f"{c['batch']}, {thousands(c['train'])} training problems), {c['test']} test prompts "
+          f"per K, {c['seeds']} seeds, {seconds(record['wall_time_s'])}; mean ± std over seeds "
+          "(`pd_r<r>`: denoising steps = ceil(r x longest span); `_tau`: with the confidence "
+          "threshold; `mdm_<s>`: pure masked diffusion in s steps):\n\n"
+          + table(pdx.TABLE_HEAD, pdx.table_rows(record)) + "\n\n"
+          + claims_table(pdx.claims(record)) + "\n")
+
+
+@register("planned_diffusion")
+def planned_diffusion_docs() -> dict[str, str]:
+  return quick_and_full("planned_diffusion", _planned_diffusion_report)
+
+
 CONFIGS = {"full": dict(check=False)}
 
 

@@ -20,6 +20,8 @@ Modules:
   (Test-Time Matching's test bed).
 * :mod:`~jaxlab.data.matching_instances`: incremental-matching instances
   (uniform, clustered, digits L1, road graph).
+* :mod:`~jaxlab.data.span_tasks`: prompts answered by several independent spans, with
+  gold plans (Planned Diffusion's format) and the plain answers.
 * :mod:`~jaxlab.data.optim_problems`: optimizer test problems (Rosenbrock, least
   squares, digits / MNIST / CIFAR-10 classification through ``tfds.data_source``).
 
@@ -35,7 +37,7 @@ from jaxlab.data.digits import Digits, load_digits
 from jaxlab.data.reason_pairs import PreferenceData
 
 _MODULES = ("digit_pairs", "digits", "lm_tasks", "markov_text", "matching_instances", "mixtures",
-            "optim_problems", "reason_pairs", "reward_tasks")
+            "optim_problems", "reason_pairs", "reward_tasks", "span_tasks")
 
 
 def __getattr__(name: str):
@@ -48,4 +50,4 @@ def __getattr__(name: str):
 
 __all__ = ["Digits", "PreferenceData", "digit_pairs", "digits", "lm_tasks", "load_digits",
            "markov_text", "matching_instances", "mixtures", "optim_problems", "reason_pairs",
-           "reward_tasks"]
+           "reward_tasks", "span_tasks"]

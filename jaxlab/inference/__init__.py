@@ -4,4 +4,11 @@ Modules (issue 18): uncertainty from one greedy decode (G-NLL), speculative KV-p
 retrieval with correction (FreeKV), an autoregressive plan followed by parallel
 diffusion spans (Planned Diffusion), and cascade thresholds with a MILP resource
 allocation (Cascadia). Each module names its paper and what is ours.
+
+* :mod:`~jaxlab.inference.planned_diffusion`: the plan format's attention mask, the
+  hybrid autoregressive / masked-diffusion loss, and the plan-then-parallel-spans decoder.
 """
+
+from jaxlab.inference import planned_diffusion
+
+__all__ = ["planned_diffusion"]
