@@ -72,9 +72,9 @@ CONFIGS = {
     "quick": dict(seeds=1, max_spans=3, unit=4, train=2048, test=32, d_model=48, heads=4,
                   layers=2, steps=500, batch=32, lr=3e-3, step_ratios=[1.0, 0.5, 0.25],
                   mdm_steps=[2, 4, 8, 16, 34]),
-    "full": dict(seeds=3, max_spans=4, unit=4, train=8192, test=64, d_model=64, heads=4,
-                 layers=2, steps=1500, batch=32, lr=2e-3, step_ratios=[1.0, 0.5, 0.25],
-                 mdm_steps=[2, 4, 8, 16, 45]),
+    "full": dict(seeds=3, max_spans=3, unit=4, train=8192, test=64, d_model=64, heads=4,
+                 layers=3, steps=1500, batch=32, lr=3e-3, step_ratios=[1.0, 0.5, 0.25],
+                 mdm_steps=[2, 4, 8, 16, 34]),
 }
 
 

@@ -21,7 +21,8 @@ inside a block) is masked iff ``u < t`` (plan tokens and the delimiters never ar
 
 .. math::
   \mathcal{L} = \frac{1}{|x| - |\text{prompt}|}\Big[\sum_{i \in \text{plan}}
-      -\log p(y_i \mid x_{\le i}) + \sum_{i\ \text{masked}} \frac{-\log p(x_i \mid \tilde x)}{t}\Big],
+      -\log p(y_i \mid x_{\le i})
+      + \sum_{i\ \text{masked}} \frac{-\log p(x_i \mid \tilde x)}{t}\Big],
 
 where the plan label ``y_i`` is the next token *outside* the blocks (the label of the
 last ``</topic>`` skips the blocks to the token after them: EOS or ``<sync/>``).
@@ -81,9 +82,9 @@ from jaxlab.models import decoding
 from jaxlab.nn import Net
 
 __all__ = ["Decoded", "HybridBatch", "PlanTokens", "attention_mask", "attention_masks",
-           "autoregressive_batch", "build_scaffold", "denoise_blocks", "hybrid_batch", "hybrid_loss",
-           "hybrid_loss_from_logits", "hybrid_targets", "masked_diffusion_batch", "noise",
-           "pad_batch", "parse_plan", "planned_decode"]
+           "autoregressive_batch", "build_scaffold", "denoise_blocks", "hybrid_batch",
+           "hybrid_loss", "hybrid_loss_from_logits", "hybrid_targets", "masked_diffusion_batch",
+           "noise", "pad_batch", "parse_plan", "planned_decode"]
 
 
 @dataclasses.dataclass(frozen=True)

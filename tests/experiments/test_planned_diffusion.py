@@ -17,7 +17,7 @@ def test_smoke_run_writes_every_arm(tmp_path):
   k = cfg["max_spans"]
   assert set(pdx.pd_settings(saved)) == {f"pd_r{r:g}" for r in cfg["step_ratios"]} | {
       f"pd_r{min(cfg['step_ratios']):g}_tau{pdx.TAU:g}"}
-  for name, arm in run["arms"].items():
+  for arm in run["arms"].values():
     assert 0.0 <= arm["em"] <= 1.0 and len(arm["em_k"]) == len(arm["passes_k"]) == k
   for name in pdx.pd_settings(saved):
     arm = run["arms"][name]
