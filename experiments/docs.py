@@ -1522,10 +1522,13 @@ def _planned_diffusion_report(record: dict) -> str:
   return ("\n" + f"K = 1..{c['max_spans']} spans, unit {c['unit']} tokens, three transformers of "
           f"{c['layers']} layers d = {c['d_model']} ({thousands(c['steps'])} steps, batch "
           f"{c['batch']}, {thousands(c['train'])} training problems), {c['test']} test prompts "
-          f"per K, {c['seeds']} seeds, {seconds(record['wall_time_s'])}; mean ± std over seeds "
+          f"per K, {c['seeds']} seed{'s' if c['seeds'] > 1 else ''}, "
+          f"{seconds(record['wall_time_s'])}; mean ± std over seeds "
           "(`pd_r<r>`: denoising steps = ceil(r x longest span); `_tau`: with the confidence "
           "threshold; `mdm_<s>`: pure masked diffusion in s steps):\n\n"
           + table(pdx.TABLE_HEAD, pdx.table_rows(record)) + "\n\n"
+          + "Exact match per number of spans:\n\n"
+          + table(pdx.per_k_head(record), pdx.per_k_rows(record)) + "\n\n"
           + claims_table(pdx.claims(record)) + "\n")
 
 

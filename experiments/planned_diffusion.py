@@ -272,6 +272,19 @@ def table_rows(result: dict) -> list[list[str]]:
   return rows
 
 
+def per_k_head(result: dict) -> list[str]:
+  return ["arm"] + [f"K = {k}" for k in range(1, result["config"]["max_spans"] + 1)]
+
+
+def per_k_rows(result: dict) -> list[list[str]]:
+  """Exact match per number of spans K: AR, every PD setting, and MDM at the step count
+  matched to PD r = 1 (first seed's match)."""
+  mdm = f"mdm_{result['runs'][0]['matched_mdm']['pd_r1']}"
+  arms = ["ar", *pd_settings(result), mdm]
+  em = {a: _vals(result, a, "em_k") for a in arms}  # (seeds, K)
+  return [[a] + [pm(em[a][:, k], ".2f") for k in range(em[a].shape[1])] for a in arms]
+
+
 def plot(result: dict, out: str) -> list[str]:
   fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
   mean = lambda arm, f: _vals(result, arm, f).mean(0)  # noqa: E731
