@@ -92,7 +92,7 @@ ENTRIES: list[Entry] = [
     Entry("CoCoMix", "cocomix", "Tack et al., arXiv:2502.08524"),
     Entry("ssToken", "sstoken", "arXiv:2510.18250"),
     Entry("SFDD", "sfdd", "arXiv:2601.18902"),
-    Entry("Planned Diffusion", "planned_diffusion", "Israel et al., arXiv:2510.18087"),
+    Entry("Planned Diffusion", "planned_diffusion", "arXiv:2510.18087"),
 ]
 
 

@@ -33,7 +33,7 @@ Example:
   '<bos> 3 7 . <sep> <promise>-<topic> 3 3 </topic> <promise>-<topic> 7 3 </topic> <async> ...'
 
 References:
-  Israel et al., "Planned Diffusion", arXiv:2510.18087, 2025 (the plan format).
+  "Planned Diffusion", arXiv:2510.18087, 2025 (the plan format).
 """
 
 from __future__ import annotations

@@ -60,7 +60,7 @@ Example:
   >>> out.spans[0], out.plan_passes[0], out.denoise_passes[0]
 
 References:
-  Israel, Jin, Cheng, Grover, ..., "Planned Diffusion", arXiv:2510.18087, 2025.
+  "Planned Diffusion", arXiv:2510.18087, 2025.
   Sahoo et al., "Simple and Effective Masked Diffusion Language Models", arXiv:2406.07524,
   2024, and Nie et al., "Large Language Diffusion Models", arXiv:2502.09992, 2025 (the
   masked-diffusion loss weighted by ``1/t``).
