@@ -206,7 +206,10 @@ def pd_settings(result: dict) -> list[str]:
 
 
 def mdm_arms(result: dict) -> list[str]:
-  arms = [a for a in result["runs"][0]["arms"] if a.startswith("mdm_")]
+  """The pure-diffusion step counts every seed ran (the grid; a matched count can differ
+  between seeds)."""
+  arms = set.intersection(*({a for a in r["arms"] if a.startswith("mdm_")}
+                            for r in result["runs"]))
   return sorted(arms, key=lambda a: int(a.split("_")[1]))
 
 
@@ -278,11 +281,12 @@ def per_k_head(result: dict) -> list[str]:
 
 def per_k_rows(result: dict) -> list[list[str]]:
   """Exact match per number of spans K: AR, every PD setting, and MDM at the step count
-  matched to PD r = 1 (first seed's match)."""
-  mdm = f"mdm_{result['runs'][0]['matched_mdm']['pd_r1']}"
-  arms = ["ar", *pd_settings(result), mdm]
+  matched to PD r = 1 (each seed's own match)."""
+  arms = ["ar", *pd_settings(result)]
   em = {a: _vals(result, a, "em_k") for a in arms}  # (seeds, K)
-  return [[a] + [pm(em[a][:, k], ".2f") for k in range(em[a].shape[1])] for a in arms]
+  em["mdm (matched to pd_r1)"] = np.array(
+      [r["arms"][f"mdm_{r['matched_mdm']['pd_r1']}"]["em_k"] for r in result["runs"]])
+  return [[a] + [pm(v[:, k], ".2f") for k in range(v.shape[1])] for a, v in em.items()]
 
 
 def plot(result: dict, out: str) -> list[str]:
