@@ -1,18 +1,24 @@
-"""The Planned Diffusion experiment: its pipeline at smoke scale, and claims() on hand-built
-results."""
+"""The Planned Diffusion experiment.
+
+Its ``--smoke`` pipeline runs once per suite, in its Colab notebook
+(``tests/colab/test_notebooks.py::test_notebook_runs[planned_diffusion]``), which then calls
+:func:`check_smoke_results` on the output; the rest of this module tests claims() on
+hand-built results."""
 
 import json
+import pathlib
 
 import numpy as np
 
 from experiments import planned_diffusion as pdx
 
 
-def test_smoke_run_writes_every_arm(tmp_path):
-  res = pdx.main(["--smoke", "--out", str(tmp_path)])
-  saved = json.loads((tmp_path / "results.json").read_text())
-  assert (tmp_path / "planned_diffusion.png").exists()
-  run = res["runs"][0]
+def check_smoke_results(out: pathlib.Path) -> None:
+  """What ``python -m experiments.planned_diffusion --smoke`` must have written under
+  ``out``."""
+  saved = json.loads((out / "results.json").read_text())
+  assert saved["scale"] == "smoke" and (out / "planned_diffusion.png").stat().st_size > 0
+  run = saved["runs"][0]
   cfg = saved["config"]
   k = cfg["max_spans"]
   assert set(pdx.pd_settings(saved)) == {f"pd_r{r:g}" for r in cfg["step_ratios"]} | {
