@@ -10,6 +10,8 @@ Modules:
 * :mod:`~jaxlab.data.lm_tasks`: a tiny tokenizer and language-model tasks and corpora
   (sort, reverse, modular sum, latent parity with its reward, domain-mixed Markov text,
   HMM text, fact statements and questions).
+* :mod:`~jaxlab.data.kv_recall`: long-context key-value recall rows (one-token
+  dictionary entries in filler, then queried keys; FreeKV's test bed).
 * :mod:`~jaxlab.data.mixtures`: isotropic Gaussian mixtures (ring centres,
   sampling, exact log-density).
 * :mod:`~jaxlab.data.reward_tasks`: data sets with a known reward and drift
@@ -34,7 +36,7 @@ import importlib
 from jaxlab.data.digits import Digits, load_digits
 from jaxlab.data.reason_pairs import PreferenceData
 
-_MODULES = ("digit_pairs", "digits", "lm_tasks", "markov_text", "matching_instances", "mixtures",
+_MODULES = ("digit_pairs", "digits", "kv_recall", "lm_tasks", "markov_text", "matching_instances", "mixtures",
             "optim_problems", "reason_pairs", "reward_tasks")
 
 
@@ -46,6 +48,7 @@ def __getattr__(name: str):
   raise AttributeError(f"module 'jaxlab.data' has no attribute {name!r}")
 
 
-__all__ = ["Digits", "PreferenceData", "digit_pairs", "digits", "lm_tasks", "load_digits",
+__all__ = ["Digits", "PreferenceData", "digit_pairs", "digits", "kv_recall", "lm_tasks",
+           "load_digits",
            "markov_text", "matching_instances", "mixtures", "optim_problems", "reason_pairs",
            "reward_tasks"]

@@ -1,24 +1,30 @@
 r"""Synthetic long-context key-value recall (FreeKV's test bed), generated from a key.
 
-A row is ``BOS``, a ``context`` of filler tokens with ``pairs`` key-value pairs
-written at random non-overlapping places, ``SEP``, then ``queries`` of those pairs
-again in a random order (the multi-query associative recall of Arora et al.'s
-Zoology, with a haystack of filler between the pairs)::
+A row is ``BOS``, a ``context`` of filler tokens with ``pairs`` dictionary entries
+written at random distinct places, ``SEP``, then ``queries`` of those keys, each
+followed by its value (a multi-query associative recall, as in Zoology, in a haystack)::
 
-  BOS  f f k_3 v_3 f f f k_1 v_1 f ... f  SEP  k_1 v_1  k_3 v_3 ...
-       |<------------- context ------------->|       |<- queries ->|
+  BOS  f f e(k_3, v_3) f f f e(k_1, v_1) f ... f  SEP  k_1 v_1  k_3 v_3 ...
+       |<------------------- context ------------------->|     |<- queries ->|
 
-Each value is ``value_len`` tokens. The loss mask marks the positions that predict a
-value token of the query section (the first from its key, the others from the value
-tokens before them): nothing there can be guessed from nearby tokens, so a model
-must find the pair's first appearance, anywhere in the context. Keys within a row are
-distinct; values are drawn with replacement.
+An entry ``e(k, v)`` is ONE token standing for "key ``k`` = value ``v``" (id
+``entry0 + k * num_values + v``). The loss mask marks the positions that predict a value
+(each query key's position): nothing near them tells the value, so a model must find the
+key's entry, anywhere in the context. Keys within a row are distinct; values are drawn
+with replacement.
+
+Why one token per entry: a key followed by a value token ("k v") needs an induction
+circuit (a previous-token head composed with a matching head); a 2-layer transformer did
+not form it within 1,500 steps on one CPU core, while the one-token entries are learned
+in a few hundred steps with a curriculum of growing contexts. Either way the value
+exists once, at one place of the context, which is what page retrieval is tested on.
 
 Token ids: :mod:`jaxlab.data.lm_tasks`' five specials, then ``num_keys`` keys,
-``num_values`` values and ``num_filler`` filler tokens (:func:`vocab_size`).
+``num_values`` values, ``num_filler`` filler tokens and ``num_keys * num_values``
+entries (:func:`token_ranges`, :func:`vocab_size`).
 
 Example:
-  >>> data = kv_recall_rows(jax.random.key(0), 8, context=512, pairs=32, queries=16)
+  >>> data = kv_recall_rows(jax.random.key(0), 8, context=512, pairs=16, queries=16)
   >>> data.tokens.shape, data.loss_mask.shape, data.prompt_len     # (8, 546) (8, 545) 514
 
 References:
@@ -45,75 +51,64 @@ def _positive(name: str, value, minimum: int = 1) -> int:
 
 
 def token_ranges(num_keys: int, num_values: int, num_filler: int) -> dict[str, tuple[int, int]]:
-  """``{"keys": (first, stop), "values": ..., "filler": ...}``: each kind's id range."""
+  """``{"keys": (first, stop), "values": ..., "filler": ..., "entries": ...}``: the id
+  range of each kind of token."""
   k0 = FIRST_SYMBOL
   v0 = k0 + num_keys
   f0 = v0 + num_values
-  return {"keys": (k0, v0), "values": (v0, f0), "filler": (f0, f0 + num_filler)}
+  e0 = f0 + num_filler
+  return {"keys": (k0, v0), "values": (v0, f0), "filler": (f0, e0),
+          "entries": (e0, e0 + num_keys * num_values)}
 
 
-def vocab_size(num_keys: int = 64, num_values: int = 64, num_filler: int = 16) -> int:
+def vocab_size(num_keys: int, num_values: int, num_filler: int) -> int:
   """Number of token ids the rows use (the specials included)."""
-  return FIRST_SYMBOL + num_keys + num_values + num_filler
+  return token_ranges(num_keys, num_values, num_filler)["entries"][1]
 
 
 def kv_recall_rows(key: jax.Array, num: int, *, context: int, pairs: int, queries: int,
-                   num_keys: int = 64, num_values: int = 64, num_filler: int = 16,
-                   value_len: int = 1, joint: bool = False) -> SeqData:
+                   num_keys: int = 16, num_values: int = 16, num_filler: int = 16) -> SeqData:
   """``num`` recall rows (see the module docstring).
 
   Args:
     key: PRNG key.
     num: rows.
-    context: tokens between ``BOS`` and ``SEP``; a multiple of ``1 + value_len`` slots
-      of which ``pairs`` hold a pair.
-    pairs: key-value pairs written in the context (``<= num_keys`` and at most the
-      context's slots).
-    queries: pairs asked again after ``SEP`` (``<= pairs``).
+    context: tokens between ``BOS`` and ``SEP``.
+    pairs: entries written in the context (``<= num_keys`` and ``<= context``).
+    queries: keys asked after ``SEP`` (``<= pairs``).
     num_keys, num_values, num_filler: vocabulary of each kind.
-    value_len: tokens per value.
 
   Returns:
-    :class:`~jaxlab.data.lm_tasks.SeqData`: tokens ``(num, 2 + context + queries * (1 +
-    value_len))``, the loss mask over the query section's value tokens, and
+    :class:`~jaxlab.data.lm_tasks.SeqData`: tokens ``(num, 2 + context + 2 queries)``, the
+    loss mask (1 at each query key's position, which predicts its value) and
     ``prompt_len = 2 + context`` (``BOS``, the context, ``SEP``).
   """
   for name, value in (("num", num), ("context", context), ("pairs", pairs),
                       ("queries", queries), ("num_keys", num_keys), ("num_values", num_values),
-                      ("num_filler", num_filler), ("value_len", value_len)):
+                      ("num_filler", num_filler)):
     _positive(name, value)
-  width = 1 + value_len
-  if context % width:
-    raise ValueError(f"context must be a multiple of 1 + value_len = {width}, got {context}")
-  slots = context // width
-  if pairs > min(num_keys, slots):
-    raise ValueError(f"pairs must be <= num_keys = {num_keys} and <= context slots = {slots}, "
+  if pairs > min(num_keys, context):
+    raise ValueError(f"pairs must be <= num_keys = {num_keys} and <= context = {context}, "
                      f"got {pairs}")
   if queries > pairs:
     raise ValueError(f"queries must be <= pairs = {pairs}, got {queries}")
-  ranges = token_ranges(num_keys, num_values, num_filler)
+  r = token_ranges(num_keys, num_values, num_filler)
 
   def row(k):
     k_key, k_val, k_slot, k_fill, k_q = jax.random.split(k, 5)
-    keys = ranges["keys"][0] + jax.random.permutation(k_key, num_keys)[:pairs]
-    values = ranges["values"][0] + jax.random.randint(k_val, (pairs, value_len), 0, num_values)
-    pair_tokens = jnp.concatenate([keys[:, None], values], 1)  # (pairs, width)
-    where = jax.random.permutation(k_slot, slots)[:pairs]  # the slots holding a pair
-    body = ranges["filler"][0] + jax.random.randint(k_fill, (slots, width), 0, num_filler)
-    if joint:
-      ent = ranges["filler"][1] + (keys - ranges["keys"][0]) * num_values + values[:, 0] - ranges["values"][0]
-      body = body.at[where, 0].set(ent).reshape(-1)
-    else:
-      body = body.at[where].set(pair_tokens).reshape(-1)
+    keys = jax.random.permutation(k_key, num_keys)[:pairs]
+    values = jax.random.randint(k_val, (pairs,), 0, num_values)
+    where = jax.random.permutation(k_slot, context)[:pairs]  # the entries' places
+    body = r["filler"][0] + jax.random.randint(k_fill, (context,), 0, num_filler)
+    body = body.at[where].set(r["entries"][0] + keys * num_values + values)
     asked = jax.random.permutation(k_q, pairs)[:queries]
-    tail = pair_tokens[asked].reshape(-1)
-    return jnp.concatenate([jnp.array([BOS]), body, jnp.array([SEP]), tail]).astype(jnp.int32)
+    tail = jnp.stack([r["keys"][0] + keys[asked], r["values"][0] + values[asked]], 1)
+    return jnp.concatenate([jnp.array([BOS]), body, jnp.array([SEP]),
+                            tail.reshape(-1)]).astype(jnp.int32)
 
   tokens = jax.vmap(row)(jax.random.split(key, num))
   prompt_len = 2 + context
-  t = tokens.shape[1]
-  # position p predicts token p + 1: a value token of the query section
-  target = jnp.arange(1, t)
-  is_value = (target >= prompt_len) & ((target - prompt_len) % width != 0)
-  mask = jnp.broadcast_to(is_value.astype(jnp.float32), (num, t - 1))
+  pos = jnp.arange(tokens.shape[1] - 1)  # position p predicts token p + 1
+  is_key = (pos >= prompt_len) & ((pos - prompt_len) % 2 == 0)
+  mask = jnp.broadcast_to(is_key.astype(jnp.float32), (num, tokens.shape[1] - 1))
   return SeqData(tokens, mask, prompt_len)

@@ -4,4 +4,13 @@ Modules (issue 18): uncertainty from one greedy decode (G-NLL), speculative KV-p
 retrieval with correction (FreeKV), an autoregressive plan followed by parallel
 diffusion spans (Planned Diffusion), and cascade thresholds with a MILP resource
 allocation (Cascadia). Each module names its paper and what is ours.
+
+* :mod:`~jaxlab.inference.freekv`: FreeKV's page summaries, group-consistent page
+  selection with sink and recent pages, speculative reuse of the previous query's pages
+  with cosine-triggered correction, as a self-attention hook for
+  :mod:`jaxlab.models.decoding`.
 """
+
+from jaxlab.inference import freekv
+
+__all__ = ["freekv"]
