@@ -135,6 +135,7 @@ class FreeKVState(NamedTuple):
   num_select: jax.Array  # int32 scalar: pages attended per group (<= config.num_select)
   corrected: jax.Array  # (B, groups) bool: reselected with q_i at this step
   attended: jax.Array  # (B, groups) int32: pages attended at this step
+  cosine: jax.Array  # (B, groups) float32: this step's group-mean cos(q_i, q_{i-1})
 
 
 def with_knobs(state: FreeKVState, tau=None, num_select=None) -> FreeKVState:
@@ -288,7 +289,8 @@ def freekv_step(cfg: FreeKVConfig, q: jax.Array, k: jax.Array, v: jax.Array,
                         recent_pages=cfg.recent_pages)
 
   speculative = select(state.q_prev)  # the pages recalled for this step with q_{i-1}
-  corrected = query_cosine(q, state.q_prev, g) < state.tau  # (B, groups)
+  cosine = query_cosine(q, state.q_prev, g)  # (B, groups)
+  corrected = cosine < state.tau
   # correction: one selection with q_i for every group, only when some group needs it
   current = lax.cond(jnp.any(corrected), select, lambda _: speculative, q)
   pages, count = (jnp.where(corrected[..., None], current[0], speculative[0]),
@@ -297,7 +299,7 @@ def freekv_step(cfg: FreeKVConfig, q: jax.Array, k: jax.Array, v: jax.Array,
   y = page_attention(q, k, v, per_head(pages), per_head(count), length.astype(jnp.int32),
                      page_size=cfg.page_size, use_kernel=cfg.use_kernel, kv_layout="bshd")
   new = state._replace(q_prev=q.astype(jnp.float32), kmax=kmax, kmin=kmin,
-                       corrected=corrected, attended=count)
+                       corrected=corrected, attended=count, cosine=cosine)
   return y, new
 
 
@@ -330,7 +332,8 @@ class FreeKVAttention:
       groups = h // cfg.group_size
       return y, FreeKVState(q[:, -1].astype(jnp.float32), kmax, kmin,
                             jnp.float32(cfg.tau), jnp.int32(cfg.num_select),
-                            jnp.zeros((b, groups), bool), jnp.zeros((b, groups), jnp.int32))
+                            jnp.zeros((b, groups), bool), jnp.zeros((b, groups), jnp.int32),
+                            jnp.zeros((b, groups), jnp.float32))
     if t != 1:
       raise ValueError(f"FreeKV decodes one token per step, got {t}")
     y, new = freekv_step(cfg, q[:, 0], k, v, start, state)

@@ -64,7 +64,8 @@ def _positive(name: str, value: Any) -> int:
   return value
 
 
-@functools.partial(jax.jit, static_argnums=(2, 3), static_argnames=("attend",))
+@functools.partial(jax.jit, static_argnums=(2, 3),
+                   static_argnames=("max_len", "cache_dtype", "attend"))
 def prefill(net: Net, prompt: jax.Array, max_len: int, cache_dtype: Any = jnp.float32,
             attend: Any = None):
   """Runs ``prompt (B, T)`` into a fresh cache of ``max_len`` slots: returns the

@@ -92,7 +92,7 @@ def _state(cfg, k, q_prev, position, tau):
   g = h // cfg.group_size
   return fk.FreeKVState(jnp.asarray(q_prev), kmax, kmin, jnp.float32(tau),
                         jnp.int32(cfg.num_select), jnp.zeros((b, g), bool),
-                        jnp.zeros((b, g), jnp.int32))
+                        jnp.zeros((b, g), jnp.int32), jnp.zeros((b, g)))
 
 
 def test_step_reuses_previous_pages_and_corrects_below_tau():
