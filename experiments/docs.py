@@ -1515,6 +1515,39 @@ def sfdd_docs() -> dict[str, str]:
   return quick_and_full("sfdd", _sfdd_report)
 
 
+def _freekv_report(record: dict) -> str:
+  from experiments import freekv  # noqa: PLC0415 (the experiment's claims and table)
+
+  c = record["config"]
+  steps = sum(phase[2] for phase in c["curriculum"])
+  contexts = ", ".join(thousands(phase[0]) for phase in c["curriculum"])
+  return ("\n" + f"{c['layers']} layers d = {c['d_model']} ({c['heads']} heads), trained "
+          f"{thousands(steps)} steps on contexts {contexts}; evaluated at context "
+          f"{thousands(c['context'])} ({c['pairs']} entries, {c['queries']} queries decoded on "
+          f"{c['eval_rows']} rows); page {c['page_size']}, budget {c['budget']} tokens; "
+          f"{len(record['runs'])} seed(s), {seconds(record['wall_time_s'])}; mean ± std over "
+          "seeds:\n\n"
+          + table(freekv.TABLE_HEAD, freekv.table_rows(record)) + "\n\n"
+          + claims_table(freekv.claims(record)) + "\n")
+
+
+@register("freekv")
+def freekv_docs() -> dict[str, str]:
+  from experiments import bench_freekv  # noqa: PLC0415
+
+  out = quick_and_full("freekv", _freekv_report)
+  bench = recorded("freekv", "bench")
+  out["bench"] = (
+      "\nThe benchmark (`python -m experiments.bench_freekv`) is not recorded yet.\n"
+      if bench is None else
+      f"\nRecord `docs/results/freekv/bench/` ({bench['backend']}, batch "
+      f"{bench['config']['batch']}, page {bench['config']['page_size']}, budget "
+      f"{bench['config']['budget']} tokens, median of {bench['config']['repeats']} "
+      f"interleaved rounds of {bench['config']['inner']} calls; ratio = FreeKV / full, "
+      "paired per round, min-max in brackets):\n\n" + bench_freekv.table(bench) + "\n")
+  return out
+
+
 CONFIGS = {"full": dict(check=False)}
 
 

@@ -1,24 +1,29 @@
-"""The FreeKV experiment and benchmark: their pipelines at smoke scale, and claims() on
-hand-built results that must hold and must fail."""
+"""The FreeKV experiment and benchmark: the experiment's smoke run (it executes in the
+notebook's test, which checks it with :func:`check_smoke_results`), the benchmark's smoke
+run, and claims() on hand-built results that must hold and must fail."""
 
 import json
+import pathlib
 
 from experiments import bench_freekv, freekv
+from experiments.common import check_claims
 
 
-def test_smoke_run_writes_every_arm(tmp_path):
-  res = freekv.main(["--smoke", "--out", str(tmp_path)])
-  saved = json.loads((tmp_path / "results.json").read_text())
-  assert saved["config"]["context"] == 48 and (tmp_path / "freekv.png").exists()
-  arms = res["runs"][0]["arms"]
+def check_smoke_results(out: pathlib.Path) -> None:
+  """What ``python -m experiments.freekv --smoke`` must have written under ``out``."""
+  saved = json.loads((out / "results.json").read_text())
+  assert saved["scale"] == "smoke" and saved["config"]["context"] == 48
+  arms = saved["runs"][0]["arms"]
   assert list(arms) == freekv.arm_names(saved["config"]) == saved["arms"]
   for name, a in arms.items():
     assert 0.0 <= a["accuracy"] <= 1.0
     if name != "full":
-      assert a["kl"] >= -1e-6 and 0.0 <= a["corrected"] <= 1.0
+      assert a["kl"] >= -1e-6 and 0.0 <= a["corrected"] <= 1.0 and -1 <= a["cosine"] <= 1
   assert arms["exact"]["corrected"] == 1.0 and arms["reuse"]["corrected"] == 0.0
   assert arms["tiny"]["pages_attended"] <= arms["exact"]["pages_attended"]
-  assert len(freekv.claims(saved)) == 4
+  assert len(check_claims(freekv.claims(saved))) == 4
+  for name in saved["figures"]:
+    assert (out / name).stat().st_size > 0, name
 
 
 def _result(acc: dict, kl: dict | None = None, corrected: float = 0.1) -> dict:
