@@ -272,7 +272,10 @@ def table_rows(result: dict) -> list[list[str]]:
   rows = []
   for arm in result["arms"]:
     sparse = arm != "full"
-    cell = lambda m, f=".3f": pm(_per_seed(result, arm, m), f) if sparse else "-"  # noqa: E731
+
+    def cell(m, f=".3f", arm=arm, sparse=sparse):
+      return pm(_per_seed(result, arm, m), f) if sparse else "-"
+
     pages = ("all" if not sparse else pm(_per_seed(result, arm, "pages_attended"), ".1f"))
     rows.append([arm, pages, pm(_per_seed(result, arm, "accuracy")),
                  pm(_per_seed(result, arm, "kl"), ".4f") if sparse else "0",

@@ -36,8 +36,8 @@ import importlib
 from jaxlab.data.digits import Digits, load_digits
 from jaxlab.data.reason_pairs import PreferenceData
 
-_MODULES = ("digit_pairs", "digits", "kv_recall", "lm_tasks", "markov_text", "matching_instances", "mixtures",
-            "optim_problems", "reason_pairs", "reward_tasks")
+_MODULES = ("digit_pairs", "digits", "kv_recall", "lm_tasks", "markov_text", "matching_instances",
+            "mixtures", "optim_problems", "reason_pairs", "reward_tasks")
 
 
 def __getattr__(name: str):
@@ -49,6 +49,5 @@ def __getattr__(name: str):
 
 
 __all__ = ["Digits", "PreferenceData", "digit_pairs", "digits", "kv_recall", "lm_tasks",
-           "load_digits",
-           "markov_text", "matching_instances", "mixtures", "optim_problems", "reason_pairs",
-           "reward_tasks"]
+           "load_digits", "markov_text", "matching_instances", "mixtures", "optim_problems",
+           "reason_pairs", "reward_tasks"]

@@ -441,7 +441,8 @@ class Transformer(nnx.Module):
       kv = None if cache is None else (cache.k[layer], cache.v[layer], start)
       scale = None if head_scale is None else head_scale[layer]
       if attend is not None:
-        state = None if attend_state is None else jax.tree.map(lambda s: s[layer], attend_state)
+        state = (None if attend_state is None
+                 else jax.tree.map(lambda s, i=layer: s[i], attend_state))
         ctx = ctx._replace(attend=attend, attend_state=state)
       x, new_kv, w, p, a = block(x, ctx, kv, scale)
       hidden.append(x)
