@@ -14,9 +14,10 @@ key's entry, anywhere in the context. Keys within a row are distinct; values are
 with replacement.
 
 Why one token per entry: a key followed by a value token ("k v") needs an induction
-circuit (a previous-token head composed with a matching head); a 2-layer transformer did
-not form it within 1,500 steps on one CPU core, while the one-token entries are learned
-in a few hundred steps with a curriculum of growing contexts. Either way the value
+circuit (a previous-token head composed with a matching head), which a 2-layer
+transformer did not form within a CPU-sized training budget in our trials (not
+recorded), while one-token entries are learned in a few hundred steps with a curriculum
+of growing contexts (``experiments/freekv.py``). Either way the value
 exists once, at one place of the context, which is what page retrieval is tested on.
 
 Token ids: :mod:`jaxlab.data.lm_tasks`' five specials, then ``num_keys`` keys,
