@@ -8,6 +8,9 @@ platform (block shapes, ops, scalar prefetch), not that they compile or run on a
 (see ``test_lowering.py``).
 """
 
+import importlib.util
+import pathlib
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -22,7 +25,20 @@ from kernels_pallas.page_attention import (
   page_scores_pallas,
   page_scores_reference,
 )
-from tests.kernels_pallas.test_lowering import _kernels_in, _lower, _triton_revisits
+
+
+def _lowering_helpers():
+  """``test_lowering.py``'s export helpers (loaded by path: tests is no package)."""
+  path = pathlib.Path(__file__).with_name("test_lowering.py")
+  spec = importlib.util.spec_from_file_location("_page_attention_lowering", path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+_LOWERING = _lowering_helpers()
+_kernels_in, _lower, _triton_revisits = (_LOWERING._kernels_in, _LOWERING._lower,
+                                         _LOWERING._triton_revisits)
 
 P = 16  # page size
 
