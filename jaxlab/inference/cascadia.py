@@ -33,8 +33,9 @@ replicas of ``t`` workers each (``d t <= f``), a replica of ``t`` workers servin
 Each model is an M/M/d queue (Poisson arrivals, exponential service, first come first
 served) whose sojourn-time p95 is closed-form (:func:`mmc_sojourn_sf`, Erlang C;
 M/M/1: ``ln(20) / (mu - lambda)``); :func:`simulate_mmc` is a discrete-event simulation
-of the same queue to check it against. A queue with ``lambda >= d mu`` is unstable: its
-latency is ``inf``, and the MILP never picks it.
+of the same queue to check it against, and :func:`simulate_cascade` simulates requests
+through the whole cascade for their end-to-end latency. A queue with ``lambda >= d mu`` is
+unstable: its latency is ``inf``, and the MILP never picks it.
 
 What is the paper's and what is ours: the paper serves LLMs on GPUs, profiles each
 strategy (data, tensor and pipeline parallel degrees) with a simulator fit to measured
@@ -70,7 +71,8 @@ from scipy import optimize
 __all__ = ["Allocation", "LatencyTable", "SearchResult", "allocate", "allocate_brute_force",
            "cascade_quality", "cascade_route", "chebyshev_objective", "erlang_c",
            "latency_table", "max_feasible_rate", "mmc_p95", "mmc_sojourn_sf",
-           "proportional_allocation", "search_thresholds", "simulate_mmc", "uniform_allocation",
+           "proportional_allocation", "search_thresholds", "simulate_cascade", "simulate_fcfs",
+           "simulate_mmc", "uniform_allocation",
            "workloads"]
 
 
@@ -92,7 +94,9 @@ def _finite_number(name: str, value, *, low: float | None = None, high: float | 
   if bad:
     lo = "-inf" if low is None else f"{low:g}"
     hi = "inf" if high is None else f"{high:g}"
-    rng = f"{'(' if low_open or low is None else '['}{lo}, {hi}{')' if high_open or high is None else ']'}"
+    left = "(" if low_open or low is None else "["
+    right = ")" if high_open or high is None else "]"
+    rng = f"{left}{lo}, {hi}{right}"
     raise ValueError(f"{name} must be finite and in {rng}, got {value!r}")
   return v
 
@@ -225,12 +229,40 @@ def mmc_p95(rate: float, service_rate: float, servers: int, percentile: float = 
   return float(optimize.brentq(f, 0.0, hi, xtol=1e-12 * hi, rtol=1e-12))
 
 
+def simulate_fcfs(arrivals, service, servers: int) -> np.ndarray:
+  """Departure times of jobs through ``servers`` identical FCFS servers.
+
+  Each job, in arrival order, takes the server that frees first: it starts at
+  ``max(arrival, that server's free time)`` and leaves ``service`` later.
+
+  Args:
+    arrivals: ``(n,)`` non-decreasing arrival times.
+    service: ``(n,)`` non-negative service times, one per job.
+    servers: the number of servers.
+
+  Returns:
+    ``(n,)`` departure times.
+  """
+  a = np.asarray(arrivals, dtype=np.float64).reshape(-1)
+  x = np.asarray(service, dtype=np.float64).reshape(-1)
+  c = _positive_int("servers", servers)
+  if x.shape != a.shape or (a.size and (np.any(np.diff(a) < 0) or x.min() < 0)):
+    raise ValueError("arrivals must be non-decreasing and service non-negative, of one length")
+  free = [0.0] * c  # a heap of the times the servers free up
+  out = np.empty_like(a)
+  for j in range(a.shape[0]):
+    start = max(a[j], heapq.heappop(free))
+    out[j] = start + x[j]
+    heapq.heappush(free, out[j])
+  return out
+
+
 def simulate_mmc(rng: np.random.Generator, rate: float, service_rate: float, servers: int,
                  num_requests: int) -> np.ndarray:
   """Sojourn times of ``num_requests`` arrivals to an FCFS M/M/c queue started empty.
 
-  A discrete-event simulation (each arrival takes the server that frees first), to check
-  :func:`mmc_sojourn_sf` against.
+  A discrete-event simulation (:func:`simulate_fcfs` on Poisson arrivals and exponential
+  services), to check :func:`mmc_sojourn_sf` against.
   """
   if not isinstance(rng, np.random.Generator):
     raise TypeError(f"rng must be a numpy Generator, got {type(rng).__name__}")
@@ -239,15 +271,60 @@ def simulate_mmc(rng: np.random.Generator, rate: float, service_rate: float, ser
   c = _positive_int("servers", servers)
   n = _positive_int("num_requests", num_requests)
   arrivals = np.cumsum(rng.exponential(1 / lam, n))
-  service = rng.exponential(1 / mu, n)
-  free = [0.0] * c  # a heap of the times the servers free up
-  out = np.empty(n)
-  for j in range(n):
-    start = max(arrivals[j], heapq.heappop(free))
-    end = start + service[j]
-    heapq.heappush(free, end)
-    out[j] = end - arrivals[j]
-  return out
+  return simulate_fcfs(arrivals, rng.exponential(1 / mu, n), c) - arrivals
+
+
+def simulate_cascade(rng: np.random.Generator, rate: float, exit_stage, service_times,
+                     replicas, tp, *, alpha: float = 0.7) -> np.ndarray:
+  """End-to-end latencies of requests through the cascade, by discrete-event simulation.
+
+  Requests arrive as a Poisson process at ``rate``; request ``n`` visits models
+  ``0 .. exit_stage[n]`` in turn, entering model ``i + 1`` when it leaves model ``i``. Model
+  ``i`` runs ``replicas[i]`` FCFS servers, each serving in ``Exp(mean s_i / tp[i]**alpha)``.
+  Unlike the per-model p95 of the MILP, this is the latency a request sees across stages
+  (no independence between stages assumed).
+
+  Args:
+    rng: a numpy ``Generator``.
+    rate: arrivals per time unit.
+    exit_stage: ``(n,)`` the model that answers each request, in arrival order (e.g.
+      :func:`cascade_route` of sampled requests).
+    service_times: ``(C,)`` one worker's mean time per request ``s_i``.
+    replicas, tp: ``(C,)`` each model's strategy (a :class:`LatencyTable`'s entries at its
+      allocation); a model that some request reaches needs ``replicas >= 1``.
+    alpha: the speed-up exponent of ``tp`` workers on one replica.
+
+  Returns:
+    ``(n,)`` end-to-end latencies, in arrival order.
+  """
+  if not isinstance(rng, np.random.Generator):
+    raise TypeError(f"rng must be a numpy Generator, got {type(rng).__name__}")
+  lam = _finite_number("rate", rate, low=0, low_open=True)
+  a = _finite_number("alpha", alpha, low=0, high=1, low_open=True)
+  s = np.asarray(service_times, dtype=np.float64).reshape(-1)
+  stage = np.asarray(exit_stage).reshape(-1)
+  d, t = np.asarray(replicas).reshape(-1), np.asarray(tp).reshape(-1)
+  if s.size < 1 or not np.all(np.isfinite(s)) or s.min() <= 0:
+    raise ValueError(f"service_times must be positive finite times, got {s.tolist()}")
+  if d.shape != s.shape or t.shape != s.shape:
+    raise ValueError(f"replicas and tp need one entry per model ({s.size}), got {d.shape}, "
+                     f"{t.shape}")
+  if stage.size < 1 or stage.min() < 0 or stage.max() >= s.size:
+    raise ValueError(f"exit_stage must be model indices in [0, {s.size - 1}]")
+  reached = np.array([np.any(stage >= i) for i in range(s.size)])
+  if np.any(reached & ((d < 1) | (t < 1))):
+    raise ValueError(f"replicas and tp must be >= 1 for every model a request reaches, got "
+                     f"replicas {d.tolist()}, tp {t.tolist()}")
+  arrive = np.cumsum(rng.exponential(1 / lam, stage.size))
+  time = arrive.copy()  # when each request enters its next model
+  for i in range(s.size):
+    idx = np.flatnonzero(stage >= i)
+    if idx.size == 0:
+      break
+    order = idx[np.argsort(time[idx], kind="stable")]
+    work = rng.exponential(s[i] / t[i] ** a, order.size)
+    time[order] = simulate_fcfs(time[order], work, int(d[i]))
+  return time - arrive
 
 
 class LatencyTable(NamedTuple):
