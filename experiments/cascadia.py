@@ -52,6 +52,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import optax
 from flax import nnx
+from matplotlib import ticker
 
 from experiments.common import (
   Claim,
@@ -359,7 +360,7 @@ def plot(result: dict, out: str) -> list[str]:
   cap = np.mean([r["capacity"] for r in result["runs"]])
   x = np.asarray(cfg["rates"]) * cap
   for a, color in zip(ARMS, ("C0", "C3", "C2", "C1"), strict=True):
-    for key, style, label in (("curve", "o-", a), ("e2e_curve", "x--", None)):
+    for key, style, label in (("curve", "o-", a), ("e2e_curve", "x--", None)):  # L, end-to-end
       vals = np.array([[np.nan if v is None else v for v in r[key][a]]
                        for r in result["runs"]], dtype=np.float64)
       finite = np.isfinite(vals)
@@ -369,6 +370,7 @@ def plot(result: dict, out: str) -> list[str]:
   axes[0].axhline(cfg["slo"], color="k", ls=":", lw=1, label="SLO")
   if any(np.isfinite(line.get_ydata()).any() for line in axes[0].get_lines()[:-1]):
     axes[0].set(xscale="log", yscale="log")  # (nothing to scale when every arm is unstable)
+    axes[0].xaxis.set_minor_formatter(ticker.NullFormatter())
   axes[0].set(xlabel="arrival rate (requests / ms)",
               ylabel="p95 latency at the floor (ms)",
               title="L (solid) and end-to-end p95 (dashed)")
