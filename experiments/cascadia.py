@@ -81,7 +81,7 @@ CONFIGS = {
                   slo=50.0, q_frac=0.9, mu_factor=1000.0,
                   grid=[0.0, 0.5, 0.8, 0.9, 0.95, 0.99, 0.999, 1.0], patience=2, max_rounds=8,
                   rates=[0.25, 0.5, 0.75, 1.0, 2.0, 4.0], bisect=8, sim_requests=20000),
-    "full": dict(seeds=5, hidden=[[16], [64], [256, 256]], steps=2000, batch=64, lr=3e-3,
+    "full": dict(seeds=10, hidden=[[16], [64], [256, 256]], steps=2000, batch=64, lr=3e-3,
                  held_out=0.4, workers=8, alpha=0.7, largest_service=10.0, load=0.5,
                  slo=50.0, q_frac=0.9, mu_factor=1000.0,
                  grid=[0.0, 0.3, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.98, 0.99, 0.995,

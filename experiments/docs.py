@@ -1534,6 +1534,10 @@ def _cascadia_report(record: dict) -> str:
           f"{seconds(record['wall_time_s'])}. Models ({thousands(c['steps'])} Adam steps each): "
           f"{models}. Mean ± std over seeds:\n\n"
           + table(cascadia.TABLE_HEAD, cascadia.table_rows(record)) + "\n\n"
+          + "Share of the requests reaching each model at lambda_0 (w_1, w_2, w_3): "
+          + "; ".join(f"{a} " + ", ".join(pm([r["arms"][a]["workload"][i] for r in runs], f3)
+                                          for i in range(len(c["hidden"])))
+                      for a in ("cascadia", "routing")) + ".\n\n"
           + claims_table(cascadia.claims(record)) + "\n")
 
 
