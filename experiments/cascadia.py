@@ -16,7 +16,8 @@ classifiers' initialization and minibatches):
 3. four arms at each arrival rate ``lambda``:
 
    * ``cascadia``: thresholds by the coordinate search on the Chebyshev objective, each
-     ``theta`` scored with the MILP's allocation;
+     ``theta`` scored with the MILP's allocation, started from the best point of a coarse
+     grid (``starts`` values per threshold);
    * ``largest``: every request to the largest model, all workers on it (its best strategy);
    * ``uniform``: Cascadia's thresholds at that rate, equal workers per model;
    * ``routing``: thresholds by the same search, but each ``theta`` scored with workers in
@@ -44,6 +45,7 @@ is small and simulated: the numbers show the optimization, not a serving system.
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 
 import jax
@@ -75,18 +77,20 @@ CONFIGS = {
     "smoke": dict(seeds=1, hidden=[[8], [32], [64, 64]], steps=60, batch=64, lr=3e-3,
                   held_out=0.4, workers=4, alpha=0.7, largest_service=10.0, load=0.5,
                   slo=50.0, q_frac=0.9, mu_factor=1000.0, grid=[0.0, 0.9, 1.0],
-                  patience=1, max_rounds=3, rates=[1.5], bisect=3, sim_requests=2000),
+                  starts=2, patience=1, max_rounds=3, rates=[1.5], bisect=3,
+                  sim_requests=2000),
     "quick": dict(seeds=2, hidden=[[16], [64], [256, 256]], steps=600, batch=64, lr=3e-3,
                   held_out=0.4, workers=8, alpha=0.7, largest_service=10.0, load=0.5,
                   slo=50.0, q_frac=0.9, mu_factor=1000.0,
-                  grid=[0.0, 0.5, 0.8, 0.9, 0.95, 0.99, 0.999, 1.0], patience=2, max_rounds=8,
+                  grid=[0.0, 0.5, 0.8, 0.9, 0.95, 0.99, 0.999, 1.0], starts=3, patience=2,
+                  max_rounds=8,
                   rates=[0.25, 0.5, 0.75, 1.0, 2.0, 4.0], bisect=8, sim_requests=20000),
     "full": dict(seeds=10, hidden=[[16], [64], [256, 256]], steps=2000, batch=64, lr=3e-3,
                  held_out=0.4, workers=8, alpha=0.7, largest_service=10.0, load=0.5,
                  slo=50.0, q_frac=0.9, mu_factor=1000.0,
                  grid=[0.0, 0.3, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.98, 0.99, 0.995,
                        0.999, 0.9999, 1.0],
-                 patience=2, max_rounds=20,
+                 starts=5, patience=2, max_rounds=20,
                  rates=[0.1, 0.25, 0.5, 0.75, 0.9, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0], bisect=14,
                  sim_requests=50000),
 }
@@ -156,6 +160,11 @@ class Problem:
     self.mu = cfg["mu_factor"] * cfg["largest_service"]
     self.capacity = cfg["workers"] / self.service[-1]  # the largest model on every worker
     self._rows: dict = {}
+    # theta_0: the best of a coarse grid, ``starts`` values per threshold evenly spaced over
+    # the grid (the coordinate search alone stalls from an unstable start; see the docs)
+    grid = np.asarray(cfg["grid"])
+    coarse = grid[np.unique(np.round(np.linspace(0, grid.size - 1, cfg["starts"])).astype(int))]
+    self.starts = [list(th) for th in itertools.product(coarse, repeat=self.scores.shape[1] - 1)]
 
   def tables(self, rate: float, w: np.ndarray) -> ca.LatencyTable:
     rows = []
@@ -188,7 +197,8 @@ class Problem:
 
     return ca.search_thresholds(evaluate, self.scores.shape[1] - 1, self.cfg["grid"],
                                 q_min=self.q_min, z1=self.z1, z2=self.z2, mu=self.mu,
-                                patience=self.cfg["patience"], max_rounds=self.cfg["max_rounds"])
+                                starts=self.starts, patience=self.cfg["patience"],
+                                max_rounds=self.cfg["max_rounds"])
 
   def _arm(self, rate: float, theta, quality: float, alloc: ca.Allocation, w) -> dict:
     t = self.tables(rate, w)
@@ -406,6 +416,8 @@ def cli() -> ExperimentCLI:
                               "q_frac": "q_min = z2 + q_frac (z1 - z2)",
                               "mu_factor": "mu = mu_factor * largest_service",
                               "grid": "threshold values the coordinate search tries",
+                              "starts": "coarse-grid values per threshold tried as theta_0 "
+                                        "(the search starts at the best)",
                               "patience": "K: rounds with a stable J before the search stops",
                               "rates": "curve rates, multiples of the largest model's capacity",
                               "sim_requests": "requests per end-to-end simulation",

@@ -556,15 +556,20 @@ class SearchResult(NamedTuple):
 
 def search_thresholds(evaluate: Callable[[tuple[float, ...]], tuple[float, float]],
                       num_thresholds: int, grid: Sequence[float], *, q_min: float, z1: float,
-                      z2: float, mu: float, start: Sequence[float] | None = None,
+                      z2: float, mu: float,
+                      starts: Sequence[Sequence[float]] | None = None,
                       patience: int = 2, max_rounds: int = 20, tol: float = 1e-9
                       ) -> SearchResult:
   """Cascadia's outer loop: coordinate search over thresholds on the Chebyshev objective.
 
-  Each round sweeps ``h_1 .. h_{C-1}`` in order; for each it tries every grid value with
-  the others fixed and keeps the one with the smallest ``J`` (the current value on ties,
-  so ``J`` never rises). The search stops when ``J`` has moved by at most ``tol`` for
-  ``patience`` consecutive rounds, or after ``max_rounds``.
+  The search begins at the candidate start with the smallest ``J`` (``theta_0``). Each
+  round sweeps ``h_1 .. h_{C-1}`` in order; for each it tries every grid value with the
+  others fixed and keeps the one with the smallest ``J`` (the current value on ties, so
+  ``J`` never rises). The search stops when ``J`` has moved by at most ``tol`` for
+  ``patience`` consecutive rounds, or after ``max_rounds``. Coordinate search is local:
+  from a start where the queues are unstable (``J = inf``) or under the floor it can stop
+  at a point where no single threshold helps while a joint move would, so several starts
+  (e.g. a coarse grid) make it more robust.
 
   Args:
     evaluate: ``theta -> (L(theta), Q(theta))``, e.g. the MILP's latency on the latency
@@ -572,7 +577,8 @@ def search_thresholds(evaluate: Callable[[tuple[float, ...]], tuple[float, float
     num_thresholds: ``C - 1``.
     grid: candidate threshold values in ``[0, 1]``.
     q_min, z1, z2, mu: the quality floor, ``z1*``, ``z2*`` and the penalty weight.
-    start: ``theta_0`` (default: every threshold at the grid's largest value, sending the
+    starts: candidate ``theta_0`` values, each of ``C - 1`` thresholds in ``[0, 1]``
+      (default: the one with every threshold at the grid's largest value, sending the
       most traffic to the largest model).
     patience: ``K``, rounds with a stable ``J`` before stopping.
     max_rounds: a cap on rounds.
@@ -590,7 +596,11 @@ def search_thresholds(evaluate: Callable[[tuple[float, ...]], tuple[float, float
   rounds_cap = _positive_int("max_rounds", max_rounds)
   _finite_number("mu", mu, low=0)
   _finite_number("q_min", q_min, low=0, high=1)
-  theta = list(_thresholds(start if start is not None else [g.max()] * k, k + 1))
+  if starts is None:
+    starts = [[g.max()] * k]
+  starts = [list(_thresholds(th, k + 1)) for th in starts]
+  if not starts:
+    raise ValueError("starts must hold at least one theta_0")
   cache: dict[tuple[float, ...], tuple[float, float, float]] = {}
 
   def score(th: Sequence[float]) -> tuple[float, float, float]:
@@ -600,6 +610,7 @@ def search_thresholds(evaluate: Callable[[tuple[float, ...]], tuple[float, float
       cache[key] = (chebyshev_objective(lat, q, q_min, z1, z2, mu), float(lat), float(q))
     return cache[key]
 
+  theta = min(starts, key=lambda th: score(th)[0])  # the first of the lowest J
   best = score(theta)
   history, stable, rounds = [], 0, 0
   while rounds < rounds_cap and stable < k_patience:

@@ -206,6 +206,23 @@ def test_search_finds_the_grid_optimum_and_stops():
   assert np.all(np.diff(floor.history) <= 0)
 
 
+def test_coordinate_search_is_local_and_starts_fix_it():
+  # L on the grid {0, 0.5, 1}^2: from (1, 1) the h_1 sweep moves to (0, 1) (5), where no
+  # single threshold helps; the optimum (0.5, 0.5) needs both to move
+  table = {(1.0, 1.0): 10.0, (0.0, 1.0): 5.0, (0.5, 1.0): 8.0, (0.0, 0.0): 6.0, (0.0, 0.5): 7.0,
+           (1.0, 0.0): 9.0, (1.0, 0.5): 9.0, (0.5, 0.0): 9.0, (0.5, 0.5): 1.0}
+  evaluate = lambda th: (table[tuple(th)], 1.0)  # noqa: E731
+  grid = [0.0, 0.5, 1.0]
+  kw = dict(q_min=0.5, z1=1.0, z2=0.5, mu=1.0)
+  stuck = ca.search_thresholds(evaluate, 2, grid, **kw)
+  assert stuck.thresholds == (0.0, 1.0) and stuck.objective == 5.0
+  found = ca.search_thresholds(evaluate, 2, grid, starts=list(itertools.product(grid, grid)),
+                               **kw)
+  assert found.thresholds == (0.5, 0.5) and found.objective == 1.0
+  with pytest.raises(ValueError, match="thresholds must be in"):
+    ca.search_thresholds(evaluate, 2, grid, starts=[(0.5, 2.0)], **kw)
+
+
 def test_max_feasible_rate_by_bisection():
   assert ca.max_feasible_rate(lambda r: r <= 3.7, 0.1, 100.0, 40) == pytest.approx(3.7, rel=1e-6)
   assert ca.max_feasible_rate(lambda r: True, 0.1, 100.0) == 100.0
