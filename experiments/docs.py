@@ -1515,6 +1515,37 @@ def sfdd_docs() -> dict[str, str]:
   return quick_and_full("sfdd", _sfdd_report)
 
 
+def _cascadia_report(record: dict) -> str:
+  from experiments import cascadia  # noqa: PLC0415 (the experiment's claims and table)
+
+  c, runs = record["config"], record["runs"]
+  flops = np.array([r["flops"] for r in runs])[0]
+  service = np.array([r["service_ms"] for r in runs])[0]
+  acc = np.array([r["accuracy"] for r in runs])
+  q_min = np.array([r["q_min"] for r in runs])
+  f3 = lambda x: f(x, 3)  # noqa: E731
+  models = ", ".join(f"hidden {list(h)}: {thousands(fl)} FLOPs, s = {service[i]:.3g} ms, "
+                     f"accuracy {pm(acc[:, i], f3)}"
+                     for i, (h, fl) in enumerate(zip(c["hidden"], flops, strict=True)))
+  return ("\n" + f"{c['seeds']} seeds, {c['workers']} workers, alpha = {c['alpha']}, "
+          f"lambda_0 = {c['load']} x the largest model's capacity "
+          f"({pm([r['rate0'] for r in runs])} req/ms), SLO {c['slo']:g} ms, quality floor "
+          f"q_min = {pm(q_min, f3)}, {len(c['grid'])} threshold values, "
+          f"{seconds(record['wall_time_s'])}. Models ({thousands(c['steps'])} Adam steps each): "
+          f"{models}. Mean ± std over seeds:\n\n"
+          + table(cascadia.TABLE_HEAD, cascadia.table_rows(record)) + "\n\n"
+          + "Share of the requests reaching each model at lambda_0 (w_1, w_2, w_3): "
+          + "; ".join(f"{a} " + ", ".join(pm([r["arms"][a]["workload"][i] for r in runs], f3)
+                                          for i in range(len(c["hidden"])))
+                      for a in ("cascadia", "routing")) + ".\n\n"
+          + claims_table(cascadia.claims(record)) + "\n")
+
+
+@register("cascadia")
+def cascadia_docs() -> dict[str, str]:
+  return quick_and_full("cascadia", _cascadia_report)
+
+
 CONFIGS = {"full": dict(check=False)}
 
 

@@ -92,6 +92,7 @@ ENTRIES: list[Entry] = [
     Entry("CoCoMix", "cocomix", "Tack et al., arXiv:2502.08524"),
     Entry("ssToken", "sstoken", "arXiv:2510.18250"),
     Entry("SFDD", "sfdd", "arXiv:2601.18902"),
+    Entry("Cascadia", "cascadia", "Jiang et al., arXiv:2506.04203"),
 ]
 
 

@@ -5,3 +5,7 @@ retrieval with correction (FreeKV), an autoregressive plan followed by parallel
 diffusion spans (Planned Diffusion), and cascade thresholds with a MILP resource
 allocation (Cascadia). Each module names its paper and what is ours.
 """
+
+from jaxlab.inference import cascadia
+
+__all__ = ["cascadia"]
