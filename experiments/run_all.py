@@ -92,6 +92,7 @@ ENTRIES: list[Entry] = [
     Entry("CoCoMix", "cocomix", "Tack et al., arXiv:2502.08524"),
     Entry("ssToken", "sstoken", "arXiv:2510.18250"),
     Entry("SFDD", "sfdd", "arXiv:2601.18902"),
+    Entry("G-NLL", "g_nll", "Aichberger et al., arXiv:2412.15176"),
 ]
 
 
