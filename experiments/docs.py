@@ -1521,16 +1521,19 @@ def _g_nll_report(record: dict) -> str:
   runs, c = record["runs"], record["config"]
   per = lambda key: np.array([r[key] for r in runs], np.float64)  # noqa: E731
   questions = c["entities"] * c["relations"]
+  corr = [r["length_correct_corr"] for r in runs if r["length_correct_corr"] is not None]
   return ("\n" + f"{thousands(questions)} questions ({c['entities']} entities x "
           f"{c['relations']} relations, {c['words']} answer words), "
           f"{thousands(c['steps'] * c['batch'])} training statements (Zipf exponent "
           f"{c['zipf_a']}, one pass), model {c['layers']} layers d = {c['d_model']}, "
-          f"{c['samples']} samples, beam width {c['beam']}, {c['seeds']} seeds, "
+          f"{c['samples']} samples, beam width {c['beam']}, {c['seeds']} "
+          f"seed{'s' if c['seeds'] > 1 else ''}, "
           f"{seconds(record['wall_time_s'])}; mean ± std over seeds. Greedy accuracy "
           f"{pm(per('accuracy'))} (questions with one valid answer {pm(per('accuracy_single'))}, "
           f"with 2-3 {pm(per('accuracy_multi'))}); greedy answers of "
           f"{f(per('greedy_length_mean').mean())} tokens on average, EOS included (std within "
-          f"a seed {f(per('greedy_length_std').mean())}).\n\n"
+          f"a seed {f(per('greedy_length_std').mean())}); correlation of a greedy answer's "
+          f"length with its correctness {pm(corr)}.\n\n"
           + table(g_nll.TABLE_HEAD, g_nll.table_rows(record)) + "\n\n"
           + "Greedy accuracy by how often training saw the question:\n\n"
           + table(g_nll.EXPOSURE_HEAD, g_nll.exposure_rows(record)) + "\n\n"
