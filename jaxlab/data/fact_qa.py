@@ -32,7 +32,7 @@ Example:
   >>> world = fact_qa(jax.random.key(0), num_entities=200, num_relations=2, num_words=24)
   >>> data, counts = statements(jax.random.key(1), world, num=4000)
   >>> data.tokens.shape, counts.shape                  # (4000, 11), (400,)
-  >>> tokenizer(world).decode(data.tokens[0])          # '<bos> e17 r1 <sep> w3' w9 w0 <eos>'
+  >>> tokenizer(world).decode(data.tokens[0])          # "<bos> e52 r0 <sep> w7' w21 w7 <eos>"
   >>> prompts = questions(world)                        # (400, 4): BOS e r SEP
 """
 
