@@ -92,11 +92,20 @@ def _world(cfg: dict, key: jax.Array) -> fact_qa.FactQA:
 
 def make_programs(cfg: dict) -> dict:
   """The jitted programs of one scale, compiled once and shared by every seed."""
-  shape = _world(cfg, jax.random.key(0))  # only the sizes (static) are used
+  # the world's sizes (static); its arrays come from `data`
+  shape = fact_qa.FactQA(None, None, None, cfg["entities"], cfg["relations"], cfg["words"],
+                         fact_qa.MAX_LEN)
   model_cfg = _model_config(cfg, shape)
   net = Net.create(nnx.eval_shape(lambda: tfm.Transformer(model_cfg, rngs=nnx.Rngs(0)))
                    ).replace(params=None)
   max_new = shape.answer_tokens_len
+
+  @jax.jit
+  def data(k_world, k_data):
+    world = _world(cfg, k_world)
+    d, counts = fact_qa.statements(k_data, world, cfg["steps"] * cfg["batch"],
+                                   zipf_a=cfg["zipf_a"], synonym_prob=cfg["synonym_prob"])
+    return (world.words, world.lengths, world.probs), d.tokens, d.loss_mask, counts
 
   @jax.jit
   def train(key, tokens, mask):
@@ -109,7 +118,10 @@ def make_programs(cfg: dict) -> dict:
     return res.state.params, res.losses
 
   @jax.jit
-  def evaluate(params, key, prompts, table):
+  def evaluate(params, key, world_arrays):
+    world = shape._replace(words=world_arrays[0], lengths=world_arrays[1],
+                           probs=world_arrays[2])
+    prompts, table = fact_qa.questions(world), fact_qa.canonical_map(world)
     model = net.replace(params=params)
     greedy = gn.g_nll(model, prompts, max_new, eos_id=EOS, pad_id=PAD)
     s = gn.sample_answers(model, prompts, key, cfg["samples"], max_new, eos_id=EOS,
@@ -127,9 +139,11 @@ def make_programs(cfg: dict) -> dict:
               "one_sample": s.lengths[:, 0], "beam": beam_passes}
     extra = {"clusters": jnp.sum(jnp.arange(cfg["samples"]) == clusters, -1),
              "greedy_is_beam": jnp.all(greedy.tokens == beam_tokens, -1)}
-    return greedy.tokens, greedy.lengths, scores, passes, extra
+    correct = fact_qa.is_correct(world, greedy.tokens)
+    aurocs = {k: gn.auroc(v, ~correct) for k, v in scores.items()}  # NaN for one class
+    return correct, greedy.lengths, scores, aurocs, passes, extra
 
-  return {"train": train, "evaluate": evaluate}
+  return {"data": data, "train": train, "evaluate": evaluate}
 
 
 def _exposure_bin(counts: np.ndarray, lo: int, hi: int | None) -> np.ndarray:
@@ -143,19 +157,16 @@ def _bin_name(lo: int, hi: int | None) -> str:
 def run_seed(seed: int, cfg: dict, prog: dict) -> dict:
   key = jax.random.key(seed)
   k_world, k_data, k_train, k_sample = jax.random.split(key, 4)
-  world = _world(cfg, k_world)
-  data, counts = fact_qa.statements(k_data, world, cfg["steps"] * cfg["batch"],
-                                    zipf_a=cfg["zipf_a"], synonym_prob=cfg["synonym_prob"])
-  params, losses = prog["train"](k_train, data.tokens, data.loss_mask)
-  tokens, lengths, scores, passes, extra = prog["evaluate"](
-      params, k_sample, fact_qa.questions(world), fact_qa.canonical_map(world))
-  correct = np.asarray(fact_qa.is_correct(world, tokens))
-  incorrect = ~correct
+  world, tokens, mask, counts = prog["data"](k_world, k_data)
+  params, losses = prog["train"](k_train, tokens, mask)
+  correct, lengths, scores, aurocs, passes, extra = jax.device_get(
+      prog["evaluate"](params, k_sample, world))
+  correct = np.asarray(correct)
+  both = 0 < correct.sum() < correct.size  # an AUROC needs both classes
+  aurocs = {k: float(v) if both else None for k, v in aurocs.items()}
   scores = {k: np.asarray(v, np.float64) for k, v in scores.items()}
-  both = 0 < incorrect.sum() < incorrect.size  # an AUROC needs both classes
-  aurocs = {k: float(gn.auroc(v, incorrect)) if both else None for k, v in scores.items()}
   counts, lengths = np.asarray(counts), np.asarray(lengths)
-  multi = np.asarray(world.lengths[:, 1] > 0)
+  multi = np.asarray(world[1][:, 1] > 0)
   bins = {}
   for lo, hi in EXPOSURE_BINS:
     sel = _exposure_bin(counts, lo, hi)

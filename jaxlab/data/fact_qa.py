@@ -47,6 +47,7 @@ import numpy as np
 from jaxlab.data.lm_tasks import BOS, EOS, FIRST_SYMBOL, PAD, SEP, SeqData, Tokenizer
 
 MAX_ANSWERS = 3  # K: valid answers per question at most
+MAX_LEN = 6  # default longest answer, in words
 PROMPT_LEN = 4  # BOS e r SEP
 
 
@@ -105,7 +106,7 @@ def _share(name: str, value) -> float:
 
 
 def fact_qa(key: jax.Array, num_entities: int, num_relations: int, num_words: int, *,
-            min_len: int = 2, max_len: int = 6, multi_share: float = 0.2,
+            min_len: int = 2, max_len: int = MAX_LEN, multi_share: float = 0.2,
             answer_probs: tuple[float, ...] = (0.6, 0.3, 0.1)) -> FactQA:
   """A random world: every question's valid answers, their lengths and probabilities.
 
