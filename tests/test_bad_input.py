@@ -323,3 +323,17 @@ def test_expert_divergence_flags_out_of_range_domain_labels():
   # traced labels cannot raise: the row is left out and counted, not silently dropped
   _, info = jax.jit(ed.expert_divergence_loss, static_argnums=2)(probs, jnp.array([0, 1, -1]), 2)
   assert int(info["ed/unlabelled"]) == 1 and int(info["ed/pairs"]) == 1
+
+
+# --- G-NLL: an AUROC needs both classes ----------------------------------------------------------
+
+
+def test_auroc_of_one_class_raises_or_is_nan_under_jit():
+  from jaxlab.inference import g_nll as gn
+
+  scores, labels = jnp.array([0.1, 0.5, 0.9]), jnp.array([1, 1, 1])
+  with pytest.raises(ValueError, match="labels must hold both classes, got 3 positives of 3"):
+    gn.auroc(scores, labels)
+  # traced labels cannot raise: the area is NaN, not a number that reads as a result
+  assert np.isnan(float(jax.jit(gn.auroc)(scores, labels)))
+  assert float(jax.jit(gn.auroc)(scores, jnp.array([0, 0, 1]))) == 1.0
