@@ -1546,6 +1546,40 @@ def cascadia_docs() -> dict[str, str]:
   return quick_and_full("cascadia", _cascadia_report)
 
 
+def _g_nll_report(record: dict) -> str:
+  from experiments import g_nll  # noqa: PLC0415 (the experiment's claims and tables)
+
+  runs, c = record["runs"], record["config"]
+  per = lambda key: np.array([r[key] for r in runs], np.float64)  # noqa: E731
+  questions = c["entities"] * c["relations"]
+  corr = [r["length_correct_corr"] for r in runs if r["length_correct_corr"] is not None]
+  return ("\n" + f"{thousands(questions)} questions ({c['entities']} entities x "
+          f"{c['relations']} relations, {c['words']} answer words), "
+          f"{thousands(c['steps'] * c['batch'])} training statements (Zipf exponent "
+          f"{c['zipf_a']}, one pass), model {c['layers']} layers d = {c['d_model']}, "
+          f"{c['samples']} samples, beam width {c['beam']}, {c['seeds']} "
+          f"seed{'s' if c['seeds'] > 1 else ''}, "
+          f"{seconds(record['wall_time_s'])}; mean ± std over seeds. Greedy accuracy "
+          f"{pm(per('accuracy'))} (questions with one valid answer {pm(per('accuracy_single'))}, "
+          f"with 2-3 {pm(per('accuracy_multi'))}); greedy answers of "
+          f"{f(per('greedy_length_mean').mean())} tokens on average, EOS included (std within "
+          f"a seed {f(per('greedy_length_std').mean())}); correlation of a greedy answer's "
+          f"length with its correctness {pm(corr)}.\n\n"
+          + table(g_nll.TABLE_HEAD, g_nll.table_rows(record)) + "\n\n"
+          + "Greedy accuracy by how often training saw the question:\n\n"
+          + table(g_nll.EXPOSURE_HEAD, g_nll.exposure_rows(record)) + "\n\n"
+          + f"The greedy answer is the best beam for {pm(per('greedy_is_beam'))} of the "
+          f"questions; G-NLL exceeds the beam's NLL by {pm(per('g_minus_beam_nll'))} nats on "
+          f"average. The {c['samples']} samples fall into {pm(per('clusters_mean'))} clusters "
+          "per question.\n\n"
+          + claims_table(g_nll.claims(record)) + "\n")
+
+
+@register("g_nll")
+def g_nll_docs() -> dict[str, str]:
+  return quick_and_full("g_nll", _g_nll_report)
+
+
 CONFIGS = {"full": dict(check=False)}
 
 

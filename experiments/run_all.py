@@ -93,6 +93,7 @@ ENTRIES: list[Entry] = [
     Entry("ssToken", "sstoken", "arXiv:2510.18250"),
     Entry("SFDD", "sfdd", "arXiv:2601.18902"),
     Entry("Cascadia", "cascadia", "Jiang et al., arXiv:2506.04203"),
+    Entry("G-NLL", "g_nll", "Aichberger et al., arXiv:2412.15176"),
 ]
 
 

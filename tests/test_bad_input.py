@@ -357,3 +357,17 @@ def test_cascadia_tail_does_not_overflow_when_the_wait_is_slower_than_service():
   tail = float(ca.mmc_sojourn_sf(5e3, 1.95, 1.0, 2))
   assert np.isfinite(tail) and tail >= 0
   assert np.isfinite(ca.mmc_p95(1.95, 1.0, 2))
+
+
+# --- G-NLL: an AUROC needs both classes ----------------------------------------------------------
+
+
+def test_auroc_of_one_class_raises_or_is_nan_under_jit():
+  from jaxlab.inference import g_nll as gn
+
+  scores, labels = jnp.array([0.1, 0.5, 0.9]), jnp.array([1, 1, 1])
+  with pytest.raises(ValueError, match="labels must hold both classes, got 3 positives of 3"):
+    gn.auroc(scores, labels)
+  # traced labels cannot raise: the area is NaN, not a number that reads as a result
+  assert np.isnan(float(jax.jit(gn.auroc)(scores, labels)))
+  assert float(jax.jit(gn.auroc)(scores, jnp.array([0, 0, 1]))) == 1.0

@@ -4,8 +4,11 @@ Modules (issue 18): uncertainty from one greedy decode (G-NLL), speculative KV-p
 retrieval with correction (FreeKV), an autoregressive plan followed by parallel
 diffusion spans (Planned Diffusion), and cascade thresholds with a MILP resource
 allocation (Cascadia). Each module names its paper and what is ours.
+
+* :mod:`~jaxlab.inference.g_nll`: G-NLL (the greedy answer's negative log-likelihood as
+  an uncertainty score) and the sampled baselines PE, LN-PE, SE, D-SE, with AUROC.
 """
 
-from jaxlab.inference import cascadia
+from jaxlab.inference import cascadia, g_nll
 
-__all__ = ["cascadia"]
+__all__ = ["cascadia", "g_nll"]
