@@ -5,12 +5,14 @@ retrieval with correction (FreeKV), an autoregressive plan followed by parallel
 diffusion spans (Planned Diffusion), and cascade thresholds with a MILP resource
 allocation (Cascadia). Each module names its paper and what is ours.
 
+* :mod:`~jaxlab.inference.g_nll`: G-NLL (the greedy answer's negative log-likelihood as
+  an uncertainty score) and the sampled baselines PE, LN-PE, SE, D-SE, with AUROC.
 * :mod:`~jaxlab.inference.freekv`: FreeKV's page summaries, group-consistent page
   selection with sink and recent pages, speculative reuse of the previous query's pages
   with cosine-triggered correction, as a self-attention hook for
   :mod:`jaxlab.models.decoding`.
 """
 
-from jaxlab.inference import freekv
+from jaxlab.inference import cascadia, freekv, g_nll
 
-__all__ = ["freekv"]
+__all__ = ["cascadia", "freekv", "g_nll"]
