@@ -1515,6 +1515,104 @@ def sfdd_docs() -> dict[str, str]:
   return quick_and_full("sfdd", _sfdd_report)
 
 
+def _cascadia_report(record: dict) -> str:
+  from experiments import cascadia  # noqa: PLC0415 (the experiment's claims and table)
+
+  c, runs = record["config"], record["runs"]
+  flops = np.array([r["flops"] for r in runs])[0]
+  service = np.array([r["service_ms"] for r in runs])[0]
+  acc = np.array([r["accuracy"] for r in runs])
+  q_min = np.array([r["q_min"] for r in runs])
+  f3 = lambda x: f(x, 3)  # noqa: E731
+  models = ", ".join(f"hidden {list(h)}: {thousands(fl)} FLOPs, s = {service[i]:.3g} ms, "
+                     f"accuracy {pm(acc[:, i], f3)}"
+                     for i, (h, fl) in enumerate(zip(c["hidden"], flops, strict=True)))
+  return ("\n" + f"{c['seeds']} seeds, {c['workers']} workers, alpha = {c['alpha']}, "
+          f"lambda_0 = {c['load']} x the largest model's capacity "
+          f"({pm([r['rate0'] for r in runs])} req/ms), SLO {c['slo']:g} ms, quality floor "
+          f"q_min = {pm(q_min, f3)}, {len(c['grid'])} threshold values, "
+          f"{seconds(record['wall_time_s'])}. Models ({thousands(c['steps'])} Adam steps each): "
+          f"{models}. Mean ± std over seeds:\n\n"
+          + table(cascadia.TABLE_HEAD, cascadia.table_rows(record)) + "\n\n"
+          + "Share of the requests reaching each model at lambda_0 (w_1, w_2, w_3): "
+          + "; ".join(f"{a} " + ", ".join(pm([r["arms"][a]["workload"][i] for r in runs], f3)
+                                          for i in range(len(c["hidden"])))
+                      for a in ("cascadia", "routing")) + ".\n\n"
+          + claims_table(cascadia.claims(record)) + "\n")
+
+
+@register("cascadia")
+def cascadia_docs() -> dict[str, str]:
+  return quick_and_full("cascadia", _cascadia_report)
+
+
+def _g_nll_report(record: dict) -> str:
+  from experiments import g_nll  # noqa: PLC0415 (the experiment's claims and tables)
+
+  runs, c = record["runs"], record["config"]
+  per = lambda key: np.array([r[key] for r in runs], np.float64)  # noqa: E731
+  questions = c["entities"] * c["relations"]
+  corr = [r["length_correct_corr"] for r in runs if r["length_correct_corr"] is not None]
+  return ("\n" + f"{thousands(questions)} questions ({c['entities']} entities x "
+          f"{c['relations']} relations, {c['words']} answer words), "
+          f"{thousands(c['steps'] * c['batch'])} training statements (Zipf exponent "
+          f"{c['zipf_a']}, one pass), model {c['layers']} layers d = {c['d_model']}, "
+          f"{c['samples']} samples, beam width {c['beam']}, {c['seeds']} "
+          f"seed{'s' if c['seeds'] > 1 else ''}, "
+          f"{seconds(record['wall_time_s'])}; mean ± std over seeds. Greedy accuracy "
+          f"{pm(per('accuracy'))} (questions with one valid answer {pm(per('accuracy_single'))}, "
+          f"with 2-3 {pm(per('accuracy_multi'))}); greedy answers of "
+          f"{f(per('greedy_length_mean').mean())} tokens on average, EOS included (std within "
+          f"a seed {f(per('greedy_length_std').mean())}); correlation of a greedy answer's "
+          f"length with its correctness {pm(corr)}.\n\n"
+          + table(g_nll.TABLE_HEAD, g_nll.table_rows(record)) + "\n\n"
+          + "Greedy accuracy by how often training saw the question:\n\n"
+          + table(g_nll.EXPOSURE_HEAD, g_nll.exposure_rows(record)) + "\n\n"
+          + f"The greedy answer is the best beam for {pm(per('greedy_is_beam'))} of the "
+          f"questions; G-NLL exceeds the beam's NLL by {pm(per('g_minus_beam_nll'))} nats on "
+          f"average. The {c['samples']} samples fall into {pm(per('clusters_mean'))} clusters "
+          "per question.\n\n"
+          + claims_table(g_nll.claims(record)) + "\n")
+
+
+@register("g_nll")
+def g_nll_docs() -> dict[str, str]:
+  return quick_and_full("g_nll", _g_nll_report)
+
+
+def _freekv_report(record: dict) -> str:
+  from experiments import freekv  # noqa: PLC0415 (the experiment's claims and table)
+
+  c = record["config"]
+  steps = sum(phase[2] for phase in c["curriculum"])
+  contexts = ", ".join(thousands(phase[0]) for phase in c["curriculum"])
+  return ("\n" + f"{c['layers']} layers d = {c['d_model']} ({c['heads']} heads), trained "
+          f"{thousands(steps)} steps on contexts {contexts}; evaluated at context "
+          f"{thousands(c['context'])} ({c['pairs']} entries, {c['queries']} queries decoded on "
+          f"{c['eval_rows']} rows); page {c['page_size']}, budget {c['budget']} tokens; "
+          f"{len(record['runs'])} seed(s), {seconds(record['wall_time_s'])}; mean ± std over "
+          "seeds:\n\n"
+          + table(freekv.TABLE_HEAD, freekv.table_rows(record)) + "\n\n"
+          + claims_table(freekv.claims(record)) + "\n")
+
+
+@register("freekv")
+def freekv_docs() -> dict[str, str]:
+  from experiments import bench_freekv  # noqa: PLC0415
+
+  out = quick_and_full("freekv", _freekv_report)
+  bench = recorded("freekv", "bench")
+  out["bench"] = (
+      "\nThe benchmark (`python -m experiments.bench_freekv`) is not recorded yet.\n"
+      if bench is None else
+      f"\nRecord `docs/results/freekv/bench/` ({bench['backend']}, batch "
+      f"{bench['config']['batch']}, page {bench['config']['page_size']}, budget "
+      f"{bench['config']['budget']} tokens, median of {bench['config']['repeats']} "
+      f"interleaved rounds of {bench['config']['inner']} calls; ratio = FreeKV / full, "
+      "paired per round, min-max in brackets):\n\n" + bench_freekv.table(bench) + "\n")
+  return out
+
+
 def _planned_diffusion_report(record: dict) -> str:
   from experiments import planned_diffusion as pdx  # noqa: PLC0415 (claims and table)
 

@@ -92,6 +92,10 @@ ENTRIES: list[Entry] = [
     Entry("CoCoMix", "cocomix", "Tack et al., arXiv:2502.08524"),
     Entry("ssToken", "sstoken", "arXiv:2510.18250"),
     Entry("SFDD", "sfdd", "arXiv:2601.18902"),
+    Entry("Cascadia", "cascadia", "Jiang et al., arXiv:2506.04203"),
+    Entry("G-NLL", "g_nll", "Aichberger et al., arXiv:2412.15176"),
+    Entry("FreeKV", "freekv", "Liu et al., arXiv:2505.13109", "bench_freekv",
+          {"smoke": ["--smoke"], "quick": ["--quick"], "full": []}),
     Entry("Planned Diffusion", "planned_diffusion", "arXiv:2510.18087"),
 ]
 

@@ -323,3 +323,51 @@ def test_expert_divergence_flags_out_of_range_domain_labels():
   # traced labels cannot raise: the row is left out and counted, not silently dropped
   _, info = jax.jit(ed.expert_divergence_loss, static_argnums=2)(probs, jnp.array([0, 1, -1]), 2)
   assert int(info["ed/unlabelled"]) == 1 and int(info["ed/pairs"]) == 1
+
+
+# --- Cascadia: thresholds, worker counts, latency tables, and M/M/c tails that overflowed -------
+
+
+def test_cascadia_rejects_bad_thresholds_workers_and_tables():
+  from jaxlab.inference import cascadia as ca
+
+  scores = np.full((4, 3), 0.5)
+  with pytest.raises(ValueError, match=r"thresholds must be in \[0, 1\]"):
+    ca.workloads(scores, [0.5, np.nan])
+  with pytest.raises(ValueError, match="thresholds must have num_models - 1 = 2 entries"):
+    ca.cascade_quality(np.ones((4, 3), bool), scores, [0.5, 0.5, 0.5])
+  for workers in (0, -1, 2.0, True):
+    with pytest.raises(ValueError, match="num_workers must be a positive int"):
+      ca.allocate(np.ones((1, 3)), workers)
+  with pytest.raises(ValueError, match="no NaN"):
+    ca.allocate(np.array([[np.inf, np.nan, 1.0]]), 2)
+  with pytest.raises(ValueError, match="non-increasing in the number of workers"):
+    ca.allocate_brute_force(np.array([[np.inf, 1.0, 3.0], [np.inf, 2.0, 1.0]]), 2)
+  # no split keeps every queue stable: an infinite latency and no allocation, not a crash
+  assert ca.allocate(np.array([[np.inf, np.inf, 1.0]] * 2), 2) == ca.Allocation(None, np.inf)
+  # lambda >= c mu: an unstable queue has infinite latency
+  assert ca.mmc_p95(2.0, 1.0, 2) == np.inf
+
+
+def test_cascadia_tail_does_not_overflow_when_the_wait_is_slower_than_service():
+  from jaxlab.inference import cascadia as ca
+
+  # c mu - lambda < mu: the tail written as e^{-mu t} (1 - e^{-(theta - mu) t}) / (theta - mu)
+  # overflows to inf * 0 = NaN far out, and the p95's root finder stops on the NaN
+  tail = float(ca.mmc_sojourn_sf(5e3, 1.95, 1.0, 2))
+  assert np.isfinite(tail) and tail >= 0
+  assert np.isfinite(ca.mmc_p95(1.95, 1.0, 2))
+
+
+# --- G-NLL: an AUROC needs both classes ----------------------------------------------------------
+
+
+def test_auroc_of_one_class_raises_or_is_nan_under_jit():
+  from jaxlab.inference import g_nll as gn
+
+  scores, labels = jnp.array([0.1, 0.5, 0.9]), jnp.array([1, 1, 1])
+  with pytest.raises(ValueError, match="labels must hold both classes, got 3 positives of 3"):
+    gn.auroc(scores, labels)
+  # traced labels cannot raise: the area is NaN, not a number that reads as a result
+  assert np.isnan(float(jax.jit(gn.auroc)(scores, labels)))
+  assert float(jax.jit(gn.auroc)(scores, jnp.array([0, 0, 1]))) == 1.0

@@ -10,6 +10,10 @@ Modules:
 * :mod:`~jaxlab.data.lm_tasks`: a tiny tokenizer and language-model tasks and corpora
   (sort, reverse, modular sum, latent parity with its reward, domain-mixed Markov text,
   HMM text, fact statements and questions).
+* :mod:`~jaxlab.data.fact_qa`: synthetic fact QA with Zipf exposure counts, several valid
+  answers per question and synonym surface forms (G-NLL's test bed).
+* :mod:`~jaxlab.data.kv_recall`: long-context key-value recall rows (one-token
+  dictionary entries in filler, then queried keys; FreeKV's test bed).
 * :mod:`~jaxlab.data.mixtures`: isotropic Gaussian mixtures (ring centres,
   sampling, exact log-density).
 * :mod:`~jaxlab.data.reward_tasks`: data sets with a known reward and drift
@@ -36,8 +40,9 @@ import importlib
 from jaxlab.data.digits import Digits, load_digits
 from jaxlab.data.reason_pairs import PreferenceData
 
-_MODULES = ("digit_pairs", "digits", "lm_tasks", "markov_text", "matching_instances", "mixtures",
-            "optim_problems", "reason_pairs", "reward_tasks", "span_tasks")
+_MODULES = ("digit_pairs", "digits", "fact_qa", "kv_recall", "lm_tasks", "markov_text",
+            "matching_instances", "mixtures", "optim_problems", "reason_pairs", "reward_tasks",
+            "span_tasks")
 
 
 def __getattr__(name: str):
@@ -48,6 +53,6 @@ def __getattr__(name: str):
   raise AttributeError(f"module 'jaxlab.data' has no attribute {name!r}")
 
 
-__all__ = ["Digits", "PreferenceData", "digit_pairs", "digits", "lm_tasks", "load_digits",
-           "markov_text", "matching_instances", "mixtures", "optim_problems", "reason_pairs",
-           "reward_tasks", "span_tasks"]
+__all__ = ["Digits", "PreferenceData", "digit_pairs", "digits", "fact_qa", "kv_recall",
+           "lm_tasks", "load_digits", "markov_text", "matching_instances", "mixtures",
+           "optim_problems", "reason_pairs", "reward_tasks", "span_tasks"]

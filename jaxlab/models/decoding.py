@@ -64,24 +64,40 @@ def _positive(name: str, value: Any) -> int:
   return value
 
 
-@functools.partial(jax.jit, static_argnums=(2, 3))
-def prefill(net: Net, prompt: jax.Array, max_len: int,
-            cache_dtype: Any = jnp.float32) -> tuple[jax.Array, KVCache]:
+@functools.partial(jax.jit, static_argnums=(2, 3),
+                   static_argnames=("max_len", "cache_dtype", "attend"))
+def prefill(net: Net, prompt: jax.Array, max_len: int, cache_dtype: Any = jnp.float32,
+            attend: Any = None):
   """Runs ``prompt (B, T)`` into a fresh cache of ``max_len`` slots: returns the
   last position's logits ``(B, V)`` and the cache (length ``T``). Jitted; ``net`` is a
-  :class:`Net`."""
+  :class:`Net`.
+
+  ``attend`` (static, hashable): a self-attention hook (see
+  :meth:`~jaxlab.models.transformer.Transformer.forward`) called with ``state=None``;
+  then the hook's per-layer states come back third: ``(logits, cache, attend_state)``.
+  """
   module = net.module()
   cache = init_cache(module.cfg, prompt.shape[0], max_len, cache_dtype)
-  out = module.forward(prompt, cache=cache)
-  return out.logits[:, -1], out.cache
+  out = module.forward(prompt, cache=cache, attend=attend)
+  if attend is None:
+    return out.logits[:, -1], out.cache
+  return out.logits[:, -1], out.cache, out.attend_state
 
 
-@jax.jit
-def decode_step(net: Net, tokens: jax.Array, cache: KVCache) -> tuple[jax.Array, KVCache]:
+@functools.partial(jax.jit, static_argnames=("attend",))
+def decode_step(net: Net, tokens: jax.Array, cache: KVCache, attend: Any = None,
+                attend_state: Any = None):
   """One incremental step: ``tokens (B, t)`` appended to ``cache``; returns the logits of
-  the last new position ``(B, V)`` and the grown cache. Jitted: one compile per shape."""
-  out = net.module().forward(tokens, cache=cache)
-  return out.logits[:, -1], out.cache
+  the last new position ``(B, V)`` and the grown cache. Jitted: one compile per shape.
+
+  With a self-attention hook ``attend`` (static, hashable) and its per-layer
+  ``attend_state`` (e.g. from :func:`prefill` with the same hook) every layer attends
+  through the hook, and the new states come back third: ``(logits, cache, attend_state)``.
+  """
+  out = net.module().forward(tokens, cache=cache, attend=attend, attend_state=attend_state)
+  if attend is None:
+    return out.logits[:, -1], out.cache
+  return out.logits[:, -1], out.cache, out.attend_state
 
 
 def _choose(logits: jax.Array, key: jax.Array, temperature: float, top_k: int | None):

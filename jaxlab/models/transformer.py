@@ -33,6 +33,14 @@ What a method can reach, per call of :meth:`Transformer.forward`:
 * ``cache``: a :class:`KVCache` (:func:`init_cache`); the call writes its keys and
   values at the cache's length and returns the grown cache
   (:mod:`jaxlab.models.decoding` drives it).
+* ``attend`` / ``attend_state`` (with a cache): a hook that replaces every layer's
+  self-attention, ``attend(q, k, v, *, mask, bias, start, state) -> (y, new_state)``
+  with ``q (B, T, H, D)``, the layer's whole cache ``k, v (B, S, H, D)`` (this call's keys
+  already written), the combined mask and bias, ``start`` (the cache length before the
+  call) and ``state``, layer ``l``'s slice of ``attend_state`` (a pytree with a leading
+  layer axis, or None). The new states come back stacked over layers in
+  :attr:`DecoderOutput.attend_state`. Default None: attention as without it
+  (``jaxlab.inference.freekv``'s page-selected attention is such a hook).
 
 MoE layers (``num_experts > 0``) return their router probabilities and the
 Switch-Transformer load-balancing loss (summed over MoE layers) in
@@ -151,6 +159,7 @@ class DecoderOutput(NamedTuple):
   attention: jax.Array | None = None  # (L, ..., H, T, S) attention weights
   router_probs: jax.Array | None = None  # (L, ..., T, num_experts), MoE only
   aux_loss: jax.Array | None = None  # Switch load-balancing loss summed over layers, MoE only
+  attend_state: object = None  # the attention hook's per-layer states (leading axis L)
 
 
 def init_cache(cfg: TransformerConfig, batch: int, max_len: int,
@@ -228,6 +237,8 @@ class BlockContext(NamedTuple):
   context: jax.Array | None
   context_mask: jax.Array | None
   return_attention: bool
+  attend: Callable | None = None  # self-attention hook (Transformer.forward's `attend`)
+  attend_state: object = None  # this layer's slice of the hook's state
 
 
 class CausalSelfAttention(nnx.Module):
@@ -259,8 +270,12 @@ class CausalSelfAttention(nnx.Module):
       k_all = jax.lax.dynamic_update_slice_in_dim(k_all, k.astype(k_all.dtype), length, 1)
       v_all = jax.lax.dynamic_update_slice_in_dim(v_all, v.astype(v_all.dtype), length, 1)
       new_kv, k, v = (k_all, v_all), k_all, v_all
-    y = attention(q, k, v, mask=ctx.mask, bias=ctx.bias, return_weights=ctx.return_attention)
-    y, weights = y if ctx.return_attention else (y, None)
+    if ctx.attend is not None:  # the hook's new state travels in the weights' slot
+      y, weights = ctx.attend(q, k, v, mask=ctx.mask, bias=ctx.bias, start=length,
+                              state=ctx.attend_state)
+    else:
+      y = attention(q, k, v, mask=ctx.mask, bias=ctx.bias, return_weights=ctx.return_attention)
+      y, weights = y if ctx.return_attention else (y, None)
     if head_scale is not None:
       y = y * head_scale
     return self.out(y.reshape(b, t, d)), new_kv, weights
@@ -378,9 +393,16 @@ class Transformer(nnx.Module):
               causal: bool = True, head_scale: jax.Array | None = None,
               context: jax.Array | None = None, context_mask: jax.Array | None = None,
               cache: KVCache | None = None, return_hidden: bool = False,
-              return_attention: bool = False) -> DecoderOutput:
+              return_attention: bool = False, attend: Callable | None = None,
+              attend_state=None) -> DecoderOutput:
     """Runs the decoder on ``tokens (..., T)``; see the module docstring for each input."""
     cfg = self.cfg
+    if attend is not None and (cache is None or return_attention):
+      raise ValueError("attend needs a cache and cannot return attention weights, got "
+                       f"cache={'None' if cache is None else 'a KVCache'}, "
+                       f"return_attention={return_attention}")
+    if attend is None and attend_state is not None:
+      raise ValueError("attend_state was given without an attend hook")
     if (context is not None) != cfg.cross_attention:
       raise ValueError("context must be given exactly when cfg.cross_attention is True, got "
                        f"context={'None' if context is None else 'an array'}")
@@ -418,6 +440,10 @@ class Transformer(nnx.Module):
     for layer, block in enumerate(self.blocks):
       kv = None if cache is None else (cache.k[layer], cache.v[layer], start)
       scale = None if head_scale is None else head_scale[layer]
+      if attend is not None:
+        state = (None if attend_state is None
+                 else jax.tree.map(lambda s, i=layer: s[i], attend_state))
+        ctx = ctx._replace(attend=attend, attend_state=state)
       x, new_kv, w, p, a = block(x, ctx, kv, scale)
       hidden.append(x)
       weights.append(w)
@@ -436,9 +462,11 @@ class Transformer(nnx.Module):
         logits=unflat(logits),
         cache=new_cache,
         hidden=unflat(jnp.stack(hidden), 1) if return_hidden else None,
-        attention=unflat(jnp.stack(weights), 1) if return_attention else None,
+        attention=unflat(jnp.stack(weights), 1) if return_attention and attend is None
+        else None,
         router_probs=unflat(jnp.stack(probs), 1) if moe else None,
-        aux_loss=sum(aux) if moe else None)
+        aux_loss=sum(aux) if moe else None,
+        attend_state=None if attend is None else jax.tree.map(lambda *s: jnp.stack(s), *weights))
 
 
 def _flat(x: jax.Array, lead: tuple[int, ...]) -> jax.Array:
