@@ -36,7 +36,14 @@ import numpy as np
 import optax
 from tqdm.auto import tqdm
 
-from experiments.common import Claim, ExperimentCLI, claims_markdown, pm, run_experiment
+from experiments.common import (
+  Claim,
+  ExperimentCLI,
+  claims_markdown,
+  pm,
+  run_experiment,
+  save_figure,
+)
 from jaxlab.data import lm_tasks as lt
 from jaxlab.lm import adaback as ab
 from jaxlab.models import decoding
@@ -207,9 +214,7 @@ def plot(result: dict, out: str) -> list[str]:
                  label=f"seed {r['seed']}")
   axes[1].set(xlabel="iteration", ylabel="mean reveal ratio rho", title="AdaBack curriculum")
   axes[1].legend(fontsize=8)
-  fig.tight_layout()
-  fig.savefig(os.path.join(out, "adaback.png"), dpi=120)
-  plt.close(fig)
+  save_figure(fig, out, "adaback.png")
   return ["adaback.png"]
 
 

@@ -57,20 +57,21 @@ from flax import nnx
 from tqdm.auto import tqdm
 
 from experiments.common import (
-    Claim,
-    ExperimentCLI,
-    machine,
-    shard_seeds,
-    write_results,
+  Claim,
+  ExperimentCLI,
+  machine,
+  save_figure,
+  shard_seeds,
+  write_results,
 )
 from jaxlab.core.stats import spread
 from jaxlab.data.reward_tasks import (  # noqa: F401  (digits_task: the old experiment name)
-    TASKS,
-    Task,
-    digits_task,
-    label_pairs,
-    mixture_task,
-    sample_stats,
+  TASKS,
+  Task,
+  digits_task,
+  label_pairs,
+  mixture_task,
+  sample_stats,
 )
 from jaxlab.models import ddpm
 from jaxlab.nn import Net
@@ -343,9 +344,7 @@ def plot(results: dict, flips: tuple[float, ...], out: str) -> list[str]:
     ax.set(xlabel="flipped labels (%)", ylabel="mean reward of samples",
            title=f"{name}, beta={beta:g}")
     ax.legend(fontsize=7)
-  fig.tight_layout()
-  fig.savefig(os.path.join(out, "reward_vs_flip.png"), dpi=120)
-  plt.close(fig)
+  save_figure(fig, out, "reward_vs_flip.png")
 
   fig, axes = plt.subplots(len(panels), len(flips),
                            figsize=(3.6 * len(flips), 3.0 * len(panels)), squeeze=False)
@@ -362,9 +361,7 @@ def plot(results: dict, flips: tuple[float, ...], out: str) -> list[str]:
       ax.set_title(f"{name}, beta={beta:g}, {f:.0%} flipped", fontsize=9)
       ax.set(xlabel="fraction of fine-tuning steps", ylabel="mean reward")
       ax.legend(fontsize=6)
-  fig.tight_layout()
-  fig.savefig(os.path.join(out, "reward_vs_step.png"), dpi=110)
-  plt.close(fig)
+  save_figure(fig, out, "reward_vs_step.png", dpi=110)
   figures = ["reward_vs_flip.png", "reward_vs_step.png"]
 
   if "mixture" in results:
@@ -395,9 +392,7 @@ def _plot_mixture_samples(res: dict, flips: tuple[float, ...], out: str) -> str:
       ax.scatter(pts[:, 0], pts[:, 1], s=2, c="k")
       ax.set(xlim=(-3, 3), ylim=(-3, 3), xticks=[], yticks=[])
       ax.set_title(f"{title}\nbeta={beta:g}, {f:.0%} flipped" if k else title, fontsize=7)
-  fig.tight_layout()
-  fig.savefig(os.path.join(out, "samples_mixture.png"), dpi=100)
-  plt.close(fig)
+  save_figure(fig, out, "samples_mixture.png", dpi=100)
   return "samples_mixture.png"
 
 
@@ -412,9 +407,7 @@ def _plot_digit_samples(res: dict, flips: tuple[float, ...], out: str, per_row: 
     ax.imshow(np.concatenate(list(imgs), 1), cmap="gray_r", vmin=-1, vmax=1)
     ax.set_axis_off()
     ax.set_title(title, fontsize=7, loc="left")
-  fig.tight_layout()
-  fig.savefig(os.path.join(out, "samples_digits.png"), dpi=100)
-  plt.close(fig)
+  save_figure(fig, out, "samples_digits.png", dpi=100)
   return "samples_digits.png"
 
 

@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import os
 
 import jax
 import jax.numpy as jnp
@@ -59,11 +58,12 @@ from matplotlib import ticker
 from experiments.common import (
   Claim,
   ExperimentCLI,
-  claims_markdown,
   clear_seed_runs,
   pm,
   run_experiment,
+  save_figure,
   seed_runs,
+  table_and_claims,
 )
 from jaxlab.data.digits import load_digits
 from jaxlab.inference import cascadia as ca
@@ -392,9 +392,7 @@ def plot(result: dict, out: str) -> list[str]:
   axes[1].set_xticks(np.arange(len(ARMS)), ARMS)
   axes[1].set(ylabel="max arrival rate within SLO (req/ms)",
               title=f"SLO {cfg['slo']:g} ms, {len(result['runs'])} seeds")
-  fig.tight_layout()
-  fig.savefig(os.path.join(out, "cascadia.png"), dpi=120)
-  plt.close(fig)
+  save_figure(fig, out, "cascadia.png")
   return ["cascadia.png"]
 
 
@@ -427,9 +425,7 @@ def cli() -> ExperimentCLI:
 
 
 def _table(result: dict) -> str:
-  rows = ["| " + " | ".join(TABLE_HEAD) + " |", "|" + "---|" * len(TABLE_HEAD)]
-  rows += ["| " + " | ".join(r) + " |" for r in table_rows(result)]
-  return "\n".join(rows) + "\n\n" + claims_markdown(claims(result))
+  return table_and_claims(TABLE_HEAD, table_rows(result), claims(result))
 
 
 def main(argv=None) -> dict:

@@ -44,7 +44,6 @@ forward, about 1.7x a plain step); ``--checkpoint-dir`` resumes.
 
 from __future__ import annotations
 
-import os
 import time
 
 import jax
@@ -54,7 +53,7 @@ import numpy as np
 import optax
 from tqdm.auto import tqdm
 
-from experiments.common import Claim, ExperimentCLI, pm, run_experiment, shard_seeds
+from experiments.common import Claim, ExperimentCLI, pm, run_experiment, save_figure, shard_seeds
 from jaxlab.data import lm_tasks as lt
 from jaxlab.lm import cocomix as cm
 from jaxlab.models import transformer as tfm
@@ -389,9 +388,7 @@ def plot(result: dict, out: str) -> list[str]:
   axes[0].set(xlabel="step", ylabel="held-out CE (nats)", title="against steps")
   axes[1].set(xlabel="training FLOPs (arm alone)", xscale="log", title="against FLOPs")
   axes[0].legend(fontsize=7)
-  fig.tight_layout()
-  fig.savefig(os.path.join(out, "curves.png"), dpi=120)
-  plt.close(fig)
+  save_figure(fig, out, "curves.png")
   return ["curves.png"]
 
 

@@ -536,14 +536,35 @@ def check_claims(rows: list) -> list[Claim]:
   return list(rows)
 
 
+def save_figure(fig, out: str, name: str, dpi: int = 120) -> str:
+  """Lays out ``fig``, writes it to ``out/name`` and closes it; returns ``name``."""
+  import matplotlib.pyplot as plt  # noqa: PLC0415 (matplotlib only where figures are drawn)
+
+  fig.tight_layout()
+  fig.savefig(os.path.join(out, name), dpi=dpi)
+  plt.close(fig)
+  return name
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+  """A markdown table: ``header`` and one line per row (cells through ``str``)."""
+  lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+  lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+  return "\n".join(lines)
+
+
+def table_and_claims(header: Sequence[str], rows: Sequence[Sequence[Any]], claims: list) -> str:
+  """A summary's body: the results table, then the claims table (:func:`claims_markdown`)."""
+  return markdown_table(header, rows) + "\n\n" + claims_markdown(claims)
+
+
 def claims_markdown(rows: list, verdict: dict | None = None) -> str:
   """``claims()`` rows as a markdown table (claim, measured, held), checked by
   :func:`check_claims`; ``verdict`` maps ``True``/``False``/``None`` to the held cell
   (default: the value itself, as the summaries print it)."""
   cell = (lambda held: str(held)) if verdict is None else verdict.__getitem__  # noqa: E731
-  lines = ["| claim | measured | held |", "|---|---|---|"]
-  lines += [f"| {c.claim} | {c.measured} | {cell(c.held)} |" for c in check_claims(rows)]
-  return "\n".join(lines)
+  return markdown_table(["claim", "measured", "held"],
+                        [[c.claim, c.measured, cell(c.held)] for c in check_claims(rows)])
 
 
 class Ratio(NamedTuple):

@@ -29,6 +29,7 @@ from collections.abc import Callable
 import numpy as np
 
 from experiments.common import ExperimentCLI, check_claims, claims_markdown
+from experiments.common import markdown_table as table
 from experiments.common import sample_std as std  # the house spread (jaxlab.core.stats)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -134,13 +135,6 @@ def span(values, fmt: Callable[[float], str] = f, sep: str = "-") -> str:
   x = [float(v) for v in values]
   lo, hi = fmt(min(x)), fmt(max(x))
   return lo if lo == hi else f"{lo}{sep}{hi}"
-
-
-def table(header: list[str], rows: list[list[str]]) -> str:
-  """A markdown table."""
-  lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-  lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-  return "\n".join(lines)
 
 
 # ---------------------------------------------------------------------------

@@ -41,8 +41,6 @@ a GPU run; ``--checkpoint-dir`` resumes.
 
 from __future__ import annotations
 
-import os
-
 import jax
 import jax.numpy as jnp
 import matplotlib.pyplot as plt
@@ -50,7 +48,7 @@ import numpy as np
 import optax
 from tqdm.auto import tqdm
 
-from experiments.common import Claim, ExperimentCLI, pm, run_experiment, shard_seeds
+from experiments.common import Claim, ExperimentCLI, pm, run_experiment, save_figure, shard_seeds
 from jaxlab.data import lm_tasks as lt
 from jaxlab.lm import expert_divergence as ed
 from jaxlab.models import transformer as tfm
@@ -329,9 +327,7 @@ def plot(result: dict, out: str) -> list[str]:
     ax.set_title(label, fontsize=9)
   axes[0].axhline(0.0, color="grey", lw=0.8)
   axes[-1].axhline(result["log_experts"], color="grey", ls=":", lw=0.8)
-  fig.tight_layout()
-  fig.savefig(os.path.join(out, "final.png"), dpi=120)
-  plt.close(fig)
+  save_figure(fig, out, "final.png")
 
   fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
   for i, name in enumerate(names):
@@ -343,9 +339,7 @@ def plot(result: dict, out: str) -> list[str]:
   for ax, label in zip(axes, ("held-out CE", "routing JSD", "domain-expert MI"), strict=True):
     ax.set(xlabel="step", title=label)
   axes[0].legend(fontsize=7)
-  fig.tight_layout()
-  fig.savefig(os.path.join(out, "curves.png"), dpi=120)
-  plt.close(fig)
+  save_figure(fig, out, "curves.png")
   return ["final.png", "curves.png"]
 
 

@@ -46,7 +46,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from tqdm.auto import tqdm
 
-from experiments.common import Claim, ExperimentCLI, machine, pm, write_results
+from experiments.common import Claim, ExperimentCLI, machine, pm, save_figure, write_results
 from jaxlab.dynamics import factorization as F
 
 Y = 1.0
@@ -174,9 +174,7 @@ def plot_curves(sens: list[dict], bal: list[dict], out: str) -> None:
          title="sensitivity to the start")
   ax.set_yscale("symlog", linthresh=1e-4)
   ax.legend(fontsize=7)
-  fig.tight_layout()
-  fig.savefig(os.path.join(out, "sensitivity.png"), dpi=120)
-  plt.close(fig)
+  save_figure(fig, out, "sensitivity.png")
 
   fig, ax = plt.subplots(figsize=(5, 3.6))
   x = [r["eta_frac"] for r in bal]
@@ -186,9 +184,7 @@ def plot_curves(sens: list[dict], bal: list[dict], out: str) -> None:
   ax.plot(x, [r["corr_with_start"] for r in bal], "^-", label="corr(b_start, b_end)")
   ax.set(xlabel="eta / eta*", title="balancedness b = |u|^2 - |v|^2 (lam = 0)")
   ax.legend(fontsize=7)
-  fig.tight_layout()
-  fig.savefig(os.path.join(out, "balance.png"), dpi=120)
-  plt.close(fig)
+  save_figure(fig, out, "balance.png")
 
 
 def format_tables(crit, map_rows, sens, bal) -> str:

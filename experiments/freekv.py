@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 
 import jax
 import jax.numpy as jnp
@@ -51,11 +50,12 @@ from flax import nnx
 from experiments.common import (
   Claim,
   ExperimentCLI,
-  claims_markdown,
   clear_seed_runs,
   pm,
   run_experiment,
+  save_figure,
   seed_runs,
+  table_and_claims,
 )
 from jaxlab.data import kv_recall
 from jaxlab.inference import freekv as fk
@@ -299,9 +299,7 @@ def plot(result: dict, out: str) -> list[str]:
   c = result["config"]
   fig.suptitle(f"context {c['context']}, page {c['page_size']}, budget {c['budget']} tokens, "
                f"{len(result['runs'])} seed(s) (bars: mean, dots: seeds)")
-  fig.tight_layout()
-  fig.savefig(os.path.join(out, "freekv.png"), dpi=120)
-  plt.close(fig)
+  save_figure(fig, out, "freekv.png")
   return ["freekv.png"]
 
 
@@ -319,9 +317,7 @@ def cli() -> ExperimentCLI:
 
 
 def _table(result: dict) -> str:
-  rows = ["| " + " | ".join(TABLE_HEAD) + " |", "|" + "---|" * len(TABLE_HEAD)]
-  rows += ["| " + " | ".join(r) + " |" for r in table_rows(result)]
-  return "\n".join(rows) + "\n\n" + claims_markdown(claims(result))
+  return table_and_claims(TABLE_HEAD, table_rows(result), claims(result))
 
 
 def main(argv=None) -> dict:

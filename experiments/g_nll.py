@@ -30,8 +30,6 @@ model (2 layers, d = 128) at every scale; a GPU run can raise ``--entities`` and
 
 from __future__ import annotations
 
-import os
-
 import jax
 import jax.numpy as jnp
 import matplotlib.pyplot as plt
@@ -42,11 +40,12 @@ from flax import nnx
 from experiments.common import (
   Claim,
   ExperimentCLI,
-  claims_markdown,
   clear_seed_runs,
   pm,
   run_experiment,
+  save_figure,
   seed_runs,
+  table_and_claims,
 )
 from jaxlab.data import fact_qa
 from jaxlab.data.lm_tasks import EOS, PAD
@@ -289,9 +288,7 @@ def plot(result: dict, out: str) -> list[str]:
   axes[1].set_xscale("log")
   axes[1].set(xlabel="forward passes per question", ylabel="AUROC")
   fig.suptitle(f"G-NLL vs sampled scores, {len(result['runs'])} seeds (bars: mean, dots: seeds)")
-  fig.tight_layout()
-  fig.savefig(os.path.join(out, "g_nll.png"), dpi=120)
-  plt.close(fig)
+  save_figure(fig, out, "g_nll.png")
   return ["g_nll.png"]
 
 
@@ -310,9 +307,7 @@ def cli() -> ExperimentCLI:
 
 
 def _table(result: dict) -> str:
-  rows = ["| " + " | ".join(TABLE_HEAD) + " |", "|" + "---|" * len(TABLE_HEAD)]
-  rows += ["| " + " | ".join(r) + " |" for r in table_rows(result)]
-  return "\n".join(rows) + "\n\n" + claims_markdown(claims(result))
+  return table_and_claims(TABLE_HEAD, table_rows(result), claims(result))
 
 
 def _note(result: dict) -> str:

@@ -33,7 +33,6 @@ Spec scale (for an accelerator): ``--max-spans 8 --d-model 256 --layers 4 --head
 from __future__ import annotations
 
 import dataclasses
-import os
 
 import jax
 import jax.numpy as jnp
@@ -45,11 +44,12 @@ from flax import nnx
 from experiments.common import (
   Claim,
   ExperimentCLI,
-  claims_markdown,
   clear_seed_runs,
   pm,
   run_experiment,
+  save_figure,
   seed_runs,
+  table_and_claims,
 )
 from jaxlab.data import span_tasks as st
 from jaxlab.inference import planned_diffusion as pd
@@ -311,9 +311,7 @@ def plot(result: dict, out: str) -> list[str]:
         xticks=ks)
   b.legend(fontsize=7)
   fig.suptitle(f"{len(result['runs'])} seeds (means)")
-  fig.tight_layout()
-  fig.savefig(os.path.join(out, "planned_diffusion.png"), dpi=120)
-  plt.close(fig)
+  save_figure(fig, out, "planned_diffusion.png")
   return ["planned_diffusion.png"]
 
 
@@ -331,9 +329,7 @@ def cli() -> ExperimentCLI:
 
 
 def _table(result: dict) -> str:
-  rows = ["| " + " | ".join(TABLE_HEAD) + " |", "|" + "---|" * len(TABLE_HEAD)]
-  rows += ["| " + " | ".join(r) + " |" for r in table_rows(result)]
-  return "\n".join(rows) + "\n\n" + claims_markdown(claims(result))
+  return table_and_claims(TABLE_HEAD, table_rows(result), claims(result))
 
 
 def main(argv=None) -> dict:

@@ -66,27 +66,28 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from experiments.common import (
-    Claim,
-    ExperimentCLI,
-    machine,
-    pm,
-    sample_std,
-    shard_seeds,
-    write_results,
+  Claim,
+  ExperimentCLI,
+  machine,
+  pm,
+  sample_std,
+  save_figure,
+  shard_seeds,
+  write_results,
 )
 from jaxlab.data.reason_pairs import (  # noqa: F401  (re-exported: the experiment's old names)
-    EMBED_DIM,
-    N_CAUSAL,
-    N_FEATURES,
-    NEW_WEIGHTS,
-    REGIMES,
-    SPURIOUS,
-    TRAIN_WEIGHTS,
-    Geometry,
-    geometry,
-    make_pairs,
-    setting_data,
-    true_return_gap,
+  EMBED_DIM,
+  N_CAUSAL,
+  N_FEATURES,
+  NEW_WEIGHTS,
+  REGIMES,
+  SPURIOUS,
+  TRAIN_WEIGHTS,
+  Geometry,
+  geometry,
+  make_pairs,
+  setting_data,
+  true_return_gap,
 )
 from jaxlab.nn import Net
 from jaxlab.preference import recouple as rc
@@ -283,9 +284,7 @@ def plot(settings: list[dict], cfg: dict, out: str) -> None:
     ax.set(ylim=(0, 1.02), ylabel="preference accuracy",
            title=f"{st['regime']} regime, m = {st['shift']} ({cfg['seeds']} seeds)")
     ax.legend(fontsize=7, loc="lower left")
-  fig.tight_layout()
-  fig.savefig(os.path.join(out, "accuracy.png"), dpi=120)
-  plt.close(fig)
+  save_figure(fig, out, "accuracy.png")
 
   fig, axes = plt.subplots(1, len(settings), figsize=(5 * len(settings), 3.5), squeeze=False)
   for ax, st in zip(axes[0], settings, strict=True):
@@ -296,9 +295,7 @@ def plot(settings: list[dict], cfg: dict, out: str) -> None:
     ax.set(xlabel="step", ylabel="training loss (each method's own)", yscale="log",
            title=f"{st['regime']}, m = {st['shift']}")
     ax.legend(fontsize=7)
-  fig.tight_layout()
-  fig.savefig(os.path.join(out, "losses.png"), dpi=120)
-  plt.close(fig)
+  save_figure(fig, out, "losses.png")
 
 
 def cli() -> ExperimentCLI:

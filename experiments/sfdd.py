@@ -27,8 +27,6 @@ correlation), and a small draft may underfit the dropped peaked tokens.
 
 from __future__ import annotations
 
-import os
-
 import jax
 import jax.numpy as jnp
 import matplotlib.pyplot as plt
@@ -39,11 +37,12 @@ from flax import nnx
 from experiments.common import (
   Claim,
   ExperimentCLI,
-  claims_markdown,
   clear_seed_runs,
   pm,
   run_experiment,
+  save_figure,
   seed_runs,
+  table_and_claims,
 )
 from jaxlab.data import lm_tasks as lt
 from jaxlab.data.markov_text import sample_sequences, sparse_chain
@@ -286,9 +285,7 @@ def plot(result: dict, out: str) -> list[str]:
     ax.set(ylabel={"alpha": "exact acceptance rate alpha",
                    "tau": f"tokens per target call (gamma = {GAMMA})"}[metric])
   fig.suptitle(f"draft subsets, {len(result['runs'])} seeds (bars: mean, dots: seeds)")
-  fig.tight_layout()
-  fig.savefig(os.path.join(out, "sfdd.png"), dpi=120)
-  plt.close(fig)
+  save_figure(fig, out, "sfdd.png")
   return ["sfdd.png"]
 
 
@@ -308,9 +305,7 @@ def cli() -> ExperimentCLI:
 
 
 def _table(result: dict) -> str:
-  rows = ["| " + " | ".join(TABLE_HEAD) + " |", "|" + "---|" * len(TABLE_HEAD)]
-  rows += ["| " + " | ".join(r) + " |" for r in table_rows(result)]
-  return "\n".join(rows) + "\n\n" + claims_markdown(claims(result))
+  return table_and_claims(TABLE_HEAD, table_rows(result), claims(result))
 
 
 def main(argv=None) -> dict:

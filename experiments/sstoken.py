@@ -33,8 +33,6 @@ SFT; :func:`claims` reports what this tiny setting gives.
 
 from __future__ import annotations
 
-import os
-
 import jax
 import jax.numpy as jnp
 import matplotlib.pyplot as plt
@@ -48,6 +46,7 @@ from experiments.common import (
   clear_seed_runs,
   pm,
   run_experiment,
+  save_figure,
   seed_runs,
 )
 from jaxlab.data import lm_tasks as lt
@@ -279,9 +278,7 @@ def plot(result: dict, out: str) -> list[str]:
               title="sort / reverse, 30% of samples noisy")
   axes[1].set(xlabel="SFT step", ylabel="response CE (clean held-out)")
   axes[0].legend(fontsize=7)
-  fig.tight_layout()
-  fig.savefig(os.path.join(out, "sstoken.png"), dpi=120)
-  plt.close(fig)
+  save_figure(fig, out, "sstoken.png")
   return ["sstoken.png"]
 
 

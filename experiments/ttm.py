@@ -36,6 +36,7 @@ from experiments.common import (
   machine,
   pm,
   sample_std,
+  save_figure,
   write_results,
 )
 from jaxlab.preference import digit_pairs as D
@@ -171,9 +172,7 @@ def plot(runs: list[dict], rows: list[dict], noises, out: str) -> list[str]:
     ax.axhline(ttm.group_score_chance(2), color="grey", lw=0.8, ls=":")
     ax.set(title=f"order noise {noise}", xlabel="TTM round (0 = pre-trained)", ylim=(0, 1.02))
     ax.legend(fontsize=8)
-  fig.tight_layout()
-  fig.savefig(os.path.join(out, "rounds.png"), dpi=120)
-  plt.close(fig)
+  save_figure(fig, out, "rounds.png")
 
   fig, ax = plt.subplots(figsize=(6, 3.6))
   width = 0.12
@@ -184,9 +183,7 @@ def plot(runs: list[dict], rows: list[dict], noises, out: str) -> list[str]:
   ax.set_xticks(np.arange(len(rows)), labels, fontsize=7)
   ax.set(ylim=(0, 1.05), ylabel="fraction of test groups")
   ax.legend(fontsize=7)
-  fig.tight_layout()
-  fig.savefig(os.path.join(out, "scores.png"), dpi=120)
-  plt.close(fig)
+  save_figure(fig, out, "scores.png")
   return ["rounds.png", "scores.png"]
 
 
