@@ -1569,9 +1569,20 @@ def _g_nll_report(record: dict) -> str:
           + claims_table(g_nll.claims(record)) + "\n")
 
 
+def _g_nll_ln_above(record: dict) -> str:
+  """``k of n``: the seeds where LN-G-NLL's AUROC is above G-NLL's."""
+  above = [r["auroc"]["ln_g_nll"] > r["auroc"]["g_nll"] for r in record["runs"]]
+  return f"{sum(above)} of {len(above)}"
+
+
 @register("g_nll")
 def g_nll_docs() -> dict[str, str]:
-  return quick_and_full("g_nll", _g_nll_report)
+  out = quick_and_full("g_nll", _g_nll_report)
+  quick = f"the quick run's: {_g_nll_ln_above(load('g_nll', 'quick'))}"
+  full = recorded("g_nll", "full")
+  out["ln_above"] = (quick if full is None
+                     else f"{_g_nll_ln_above(full)} full-run seeds ({quick})")
+  return out
 
 
 def _freekv_report(record: dict) -> str:
