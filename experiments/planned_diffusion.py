@@ -26,7 +26,8 @@ PD within a few points of autoregressive quality at a fraction of the latency, i
 steps set by the longest span; here the plan costs 4 passes per span, a fixed share of each
 span (the paper's spans are far longer than their plan entries).
 
-Spec scale (for an accelerator): ``--max-spans 8 --d-model 256 --layers 4 --heads 8
+A larger scale for an accelerator (our suggestion, not run; the spec sets no sizes):
+``--max-spans 8 --d-model 256 --layers 4 --heads 8
 --steps 20000 --train 65536 --batch 128``.
 """
 
