@@ -1,7 +1,7 @@
 """Reproduce everything: every experiment and benchmark, then one ``REPORT.md``.
 
     python -m experiments.run_all [--quick] [--out DIR] [--only NAME ...] [--timeout S]
-                                  [--report-only] [--docs RECORD]
+                                  [--report-only] [--update] [--docs RECORD]
 
 Each experiment (and its benchmark) runs as ``python -m experiments.<module>`` in
 its own process, so one that fails, runs out of memory or times out is recorded
@@ -15,7 +15,10 @@ machine and the library versions; ``DIR/report.json`` holds the same data.
 Re-running into the same ``DIR`` reruns everything except matching's finished
 instances, which that experiment resumes from ``DIR/matching_incremental/runs/``
 (use a new ``DIR`` to re-measure their times). ``DIR`` defaults to
-``results/run_all`` (not tracked by git).
+``results/run_all`` (not tracked by git). ``--only NAME ... --update`` re-runs those
+experiments and splices their entries into ``DIR/report.json`` (a method added since the
+whole run, or one re-measured), keeping the others; the report says so and its total
+becomes the sum of the entries' wall times.
 
 The committed record keeps one copy of each figure: per method under
 ``docs/results/<method>/<scale>/``, and the run_all report under
@@ -260,7 +263,12 @@ def format_report(report: dict) -> str:
   m = report["machine"]
   lines = [f"# jaxlab reproduction report ({report['scale']})", "",
            f"Generated {report['date']} by `python -m experiments.run_all "
-           f"{' '.join(report['argv'])}` in {report['wall_time_s']:.0f} s.", "",
+           f"{' '.join(report['argv'])}` in {report['wall_time_s']:.0f} s"
+           + (" (the sum of the entries' wall times)" if report.get("updates") else "") + ".",
+           "",
+           *[f"Updated {u['date']} by `python -m experiments.run_all {' '.join(u['argv'])}`: "
+             f"{', '.join(u['modules'])} re-run." for u in report.get("updates", [])],
+           *([""] if report.get("updates") else []),
            "Machine: " + ", ".join(f"{k} {v}" for k, v in m.items()), "",
            "| method | experiment | wall time | claims held | benchmark |",
            "|---|---|---|---|---|"]
@@ -312,6 +320,11 @@ def cli() -> ExperimentCLI:
   cli.parser.add_argument("--report-only", action="store_true",
                           help="run nothing: rebuild REPORT.md from DIR/report.json and the "
                                "results saved under DIR (after changing a claims() function)")
+  cli.parser.add_argument("--update", action="store_true",
+                          help="with --only: run those experiments and splice their entries into "
+                               "DIR/report.json (same scale), keeping the other entries; the "
+                               "total becomes the sum of the entries' wall times and the report "
+                               "lists the update")
   cli.parser.add_argument("--docs", default=None, metavar="RECORD",
                           help="link each figure to RECORD/<module>/<scale>/ (e.g. docs/results) "
                                "where that copy is byte-identical to the run's or the run's copy "
@@ -331,7 +344,16 @@ def main(argv: list[str] | None = None) -> dict:
     return _write_report(report, args.out)
   if args.timeout is not None and args.timeout <= 0:
     raise ValueError(f"--timeout must be > 0 seconds, got {args.timeout}")
+  if args.update and args.only is None:
+    raise ValueError("--update needs --only: the experiments to re-run into DIR/report.json")
   entries = [e for e in ENTRIES if args.only is None or e.module in args.only]
+  previous = None
+  if args.update:
+    with open(os.path.join(args.out, "report.json")) as f:
+      previous = json.load(f)
+    if previous["scale"] != scale:
+      raise ValueError(f"--update: DIR/report.json is a {previous['scale']!r} report, this run "
+                       f"is {scale!r}")
   os.makedirs(args.out, exist_ok=True)
   start = time.time()
   records = []
@@ -345,7 +367,31 @@ def main(argv: list[str] | None = None) -> dict:
             "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
             "wall_time_s": round(time.time() - start, 1), "machine": machine_info(),
             "entries": records}
+  if previous is not None:
+    report = splice(previous, report)
   return _write_report(report, args.out)
+
+
+def _entry_seconds(r: dict) -> float:
+  return r["experiment"]["wall_time_s"] + r.get("bench", {}).get("wall_time_s", 0.0)
+
+
+def splice(previous: dict, update: dict) -> dict:
+  """``previous`` report with ``update``'s entries in place of (or added to) its own, in
+  :data:`ENTRIES` order. The total becomes the sum of the entries' wall times (a whole run
+  adds only the moments between processes) and ``updates`` lists each splice (date,
+  modules, machine); ``date``, ``argv`` and ``machine`` stay the whole run's."""
+  by_module = {r["experiment"]["module"]: r for r in previous["entries"]}
+  by_module.update({r["experiment"]["module"]: r for r in update["entries"]})
+  order = [e.module for e in ENTRIES]
+  entries = sorted(by_module.values(), key=lambda r: (
+      order.index(r["experiment"]["module"]) if r["experiment"]["module"] in order
+      else len(order)))
+  updates = [*previous.get("updates", []),
+             {"date": update["date"], "argv": update["argv"], "machine": update["machine"],
+              "modules": [r["experiment"]["module"] for r in update["entries"]]}]
+  return {**previous, "entries": entries, "updates": updates,
+          "wall_time_s": round(sum(_entry_seconds(r) for r in entries), 1)}
 
 
 def _write_report(report: dict, out_dir: str) -> dict:

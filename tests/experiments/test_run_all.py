@@ -95,3 +95,42 @@ def test_figures_link_to_the_committed_record_only_when_identical(tmp_path):
                    "../../record/m/quick/removed.png", "m/new.png"]
   assert run_all._figures(result, str(out_dir / "m"), str(out_dir)) == [
       "m/same.png", "m/other.png", "m/new.png"]
+
+
+def _entry(module: str, seconds: float, bench: float | None = None) -> dict:
+  r = {"name": module, "paper": "p", "figures": [], "claims": [], "claims_error": None,
+       "experiment": {"module": module, "command": f"experiments.{module}", "status": "ok",
+                      "wall_time_s": seconds, "log": f"{module}/log.txt"}}
+  if bench is not None:
+    r["bench"] = {"command": f"experiments.bench_{module}", "status": "ok",
+                  "wall_time_s": bench}
+  return r
+
+
+def test_update_splices_entries_in_registry_order_and_sums_their_times():
+  first, last = run_all.ENTRIES[0].module, run_all.ENTRIES[-1].module
+  previous = {"scale": "quick", "argv": ["--quick"], "date": "d0", "wall_time_s": 99.0,
+              "machine": {"backend": "cpu"},
+              "entries": [_entry(first, 10.0, bench=2.0), _entry("gone", 3.0)]}
+  update = {"scale": "quick", "argv": ["--quick", "--only", last, first, "--update"],
+            "date": "d1", "wall_time_s": 7.0, "machine": {"backend": "cpu"},
+            "entries": [_entry(first, 4.0), _entry(last, 5.0)]}
+  out = run_all.splice(previous, update)
+  # the re-run entry replaces the old one, the new one is added in ENTRIES order, an entry
+  # that is no longer registered goes last; the whole run's date and argv stay
+  assert [r["experiment"]["module"] for r in out["entries"]] == [first, last, "gone"]
+  assert out["entries"][0]["experiment"]["wall_time_s"] == 4.0 and "bench" not in out["entries"][0]
+  assert out["wall_time_s"] == 4.0 + 5.0 + 3.0
+  assert out["date"] == "d0" and out["updates"][0]["modules"] == [first, last]
+  text = run_all.format_report(out)
+  assert "(the sum of the entries' wall times)" in text and f"{first}, {last} re-run" in text
+  # a second splice keeps the first one's record
+  assert len(run_all.splice(out, update)["updates"]) == 2
+
+
+def test_update_needs_only_and_a_report_of_the_same_scale(tmp_path):
+  with pytest.raises(ValueError, match="--update needs --only"):
+    run_all.main(["--smoke", "--update", "--out", str(tmp_path)])
+  (tmp_path / "report.json").write_text(json.dumps({"scale": "quick", "entries": []}))
+  with pytest.raises(ValueError, match="is a 'quick' report, this run is 'smoke'"):
+    run_all.main(["--smoke", "--update", "--only", "trec", "--out", str(tmp_path)])
