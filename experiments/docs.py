@@ -1640,6 +1640,29 @@ def planned_diffusion_docs() -> dict[str, str]:
   return quick_and_full("planned_diffusion", _planned_diffusion_report)
 
 
+def _fastflow_report(record: dict) -> str:
+  from experiments import fastflow as ffx  # noqa: PLC0415 (claims and table)
+
+  c = record["config"]
+  runs = record["runs"]
+  return ("\n" + f"Velocity MLP hidden {tuple(c['hidden'])}, {thousands(c['train_steps'])} "
+          f"flow-matching steps; FastFlow bandits learn over {c['warmup']} calls of "
+          f"{c['batch']} samples, then {c['eval_batches']} measured calls "
+          f"({c['eval_batches'] * c['batch']} samples per method, the same noise for every "
+          f"sampler); {c['seeds']} seed{'s' if c['seeds'] > 1 else ''}, "
+          f"{seconds(record['wall_time_s'])}; mean ± std over seeds. FD between two halves "
+          f"of the real held-out digits: "
+          f"{ffx.pm([r['fd_real_halves'] for r in runs], '.2f')}; yardstick test accuracy "
+          f"{ffx.pm([r['yardstick_test_accuracy'] for r in runs])}.\n\n"
+          + table(ffx.TABLE_HEAD, ffx.table_rows(record)) + "\n\n"
+          + claims_table(ffx.claims(record)) + "\n")
+
+
+@register("fastflow")
+def fastflow_docs() -> dict[str, str]:
+  return quick_and_full("fastflow", _fastflow_report)
+
+
 CONFIGS = {"full": dict(check=False)}
 
 

@@ -100,6 +100,7 @@ ENTRIES: list[Entry] = [
     Entry("FreeKV", "freekv", "Liu et al., arXiv:2505.13109", "bench_freekv",
           {"smoke": ["--smoke"], "quick": ["--quick"], "full": []}),
     Entry("Planned Diffusion", "planned_diffusion", "arXiv:2510.18087"),
+    Entry("FastFlow", "fastflow", "arXiv:2602.11105"),
 ]
 
 

@@ -14,7 +14,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 FOUNDATION = ("jaxlab.core", "jaxlab.quant")  # leaf numerics: keys, checks, float formats
 SHARED = ("jaxlab.nn", "jaxlab.training", "jaxlab.data", "jaxlab.envs")
 METHODS = ("jaxlab.optim", "jaxlab.matching", "jaxlab.rl", "jaxlab.dynamics",
-           "jaxlab.preference", "jaxlab.lm", "jaxlab.inference")
+           "jaxlab.preference", "jaxlab.lm", "jaxlab.inference", "jaxlab.generative")
 # package -> the jaxlab packages it may import (besides itself)
 ALLOWED = {
     "jaxlab.core": (),

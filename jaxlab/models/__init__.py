@@ -6,13 +6,16 @@ loss), :mod:`~jaxlab.models.decoding` (KV-cache decoding, sampling, beam search,
 log-probs, masked-diffusion unmasking), :mod:`~jaxlab.models.policy_gradient` (GRPO / PPO
 over generated tokens: group advantages, returns-to-go, clipped loss with k3 KL),
 :mod:`~jaxlab.models.ddpm` (a small DDPM: noise schedules, forward noising, an
-MLP noise predictor, a scanned fit and an ancestral sampler), and
+MLP noise predictor, a scanned fit and an ancestral sampler),
+:mod:`~jaxlab.models.sample_quality` (the shared sample-quality yardstick of generated
+digits: a seeded digits classifier whose features give a Frechet distance and whose
+predictions give class accuracy; our stand-in for Inception-FID), and
 :mod:`~jaxlab.models.markov_text`, which re-exports :mod:`jaxlab.data.markov_text`
 (the corpus' home since the data sets moved to :mod:`jaxlab.data`).
 """
 
-from jaxlab.models import ddpm, decoding, markov_text, policy_gradient, transformer
+from jaxlab.models import ddpm, decoding, markov_text, policy_gradient, sample_quality, transformer
 from jaxlab.models.transformer import Transformer, TransformerConfig, next_token_loss
 
 __all__ = ["Transformer", "TransformerConfig", "ddpm", "decoding", "markov_text",
-           "next_token_loss", "policy_gradient", "transformer"]
+           "next_token_loss", "policy_gradient", "sample_quality", "transformer"]

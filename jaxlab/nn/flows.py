@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -37,6 +38,9 @@ import jax.numpy as jnp
 from jaxlab.core.checks import check_int
 
 VelocityFn = Callable[[jax.Array, jax.Array, jax.Array], jax.Array]
+# hook(carry, k, x, t, evaluate) -> (velocity, carry): see euler_sample
+VelocityHook = Callable[[Any, jax.Array, jax.Array, jax.Array, Callable[[], jax.Array]],
+                        tuple[jax.Array, Any]]
 # "hutchinson": Rademacher probes; "hutchinson_gaussian": standard normal probes (the official
 # FAC code offers both, as logp_method "hutch-rade" / "hutch-gaus"; its default is exact)
 DIVERGENCES = ("exact", "hutchinson", "hutchinson_gaussian")
@@ -84,30 +88,56 @@ def flow_matching_loss(
 
 
 def euler_sample(
-    velocity_fn: VelocityFn, obs: jax.Array, noise: jax.Array, num_steps: int = 10
-) -> jax.Array:
+    velocity_fn: VelocityFn, obs: jax.Array, noise: jax.Array, num_steps: int = 10, *,
+    hook: VelocityHook | None = None, hook_carry: Any = None,
+) -> jax.Array | tuple[jax.Array, Any]:
   """Integrates the flow from ``noise`` at ``t = 0`` to ``t = 1`` (forward Euler).
 
   ``x_{k+1} = x_k + v(s, x_k, k / N) / N``. No clipping: callers clip to the
   action box where they need to.
+
+  With a ``hook`` the step's velocity is the hook's choice: ``hook(carry, k, x, t,
+  evaluate) -> (v, carry)``, where ``evaluate()`` returns ``velocity_fn(obs, x, t)``
+  (the hook may call it under ``lax.cond`` so that a skipped step costs no network
+  evaluation) and ``carry`` is any pytree the hook threads through the scan, starting
+  at ``hook_carry`` (FastFlow's bandits and velocity history,
+  :mod:`jaxlab.generative.fastflow`; fixed velocity caching). The update
+  ``x + v / N`` is the same, so a hook that returns ``evaluate()`` reproduces the
+  plain sampler bit for bit.
 
   Args:
     velocity_fn: the field ``v(obs, x, t)``.
     obs: ``(B, obs_dim)``.
     noise: ``(B, action_dim)`` starting points, usually ``N(0, I)`` draws.
     num_steps: number of Euler steps N (static).
+    hook: optional velocity hook (see above); ``None`` is the plain sampler, unchanged.
+    hook_carry: the hook's initial carry (a pytree).
 
   Returns:
-    ``(B, action_dim)`` samples.
+    ``(B, action_dim)`` samples; with a ``hook``, ``(samples, final hook carry)``.
   """
   num_steps = check_int(num_steps, "num_steps", lo=1)
+  if hook is None:
+    if hook_carry is not None:
+      raise ValueError("hook_carry was given without a hook")
 
-  def step(x, k):
+    def step(x, k):
+      t = jnp.full((x.shape[0], 1), k / num_steps, x.dtype)
+      return x + velocity_fn(obs, x, t) / num_steps, None
+
+    x, _ = jax.lax.scan(step, noise, jnp.arange(num_steps))
+    return x
+  if not callable(hook):
+    raise TypeError(f"hook must be callable, got {type(hook).__name__}")
+
+  def hooked_step(carry, k):
+    x, inner = carry
     t = jnp.full((x.shape[0], 1), k / num_steps, x.dtype)
-    return x + velocity_fn(obs, x, t) / num_steps, None
+    v, inner = hook(inner, k, x, t, lambda: velocity_fn(obs, x, t))
+    return (x + v / num_steps, inner), None
 
-  x, _ = jax.lax.scan(step, noise, jnp.arange(num_steps))
-  return x
+  (x, inner), _ = jax.lax.scan(hooked_step, (noise, hook_carry), jnp.arange(num_steps))
+  return x, inner
 
 
 def divergence_exact(velocity_fn: VelocityFn, obs, x, t) -> jax.Array:

@@ -119,3 +119,41 @@ def test_gaussian_and_rademacher_probes_are_both_unbiased_and_differ_as_the_theo
   np.testing.assert_allclose(lp.mean(0), flows.log_prob(field, obs, x), atol=0.1)
   with pytest.raises(ValueError, match="probe"):
     flows.divergence_hutchinson(field, obs, x, t, keys[0], 1, "uniform")
+
+
+def test_euler_sample_hook_is_additive():
+  """No hook: the original scan, bit for bit; a hook returning evaluate(): the same again."""
+  field, obs = _random_field(), _obs(6)
+  z = jax.random.normal(jax.random.key(4), (6, 2))
+
+  def original(velocity_fn, obs, noise, num_steps):  # the sampler before the hook existed
+    def step(x, k):
+      t = jnp.full((x.shape[0], 1), k / num_steps, x.dtype)
+      return x + velocity_fn(obs, x, t) / num_steps, None
+    return jax.lax.scan(step, noise, jnp.arange(num_steps))[0]
+
+  plain = jax.jit(lambda o, n: flows.euler_sample(field, o, n, 7))(obs, z)
+  np.testing.assert_array_equal(plain, jax.jit(lambda o, n: original(field, o, n, 7))(obs, z))
+
+  def count(carry, k, x, t, evaluate):
+    return evaluate(), carry + 1
+
+  hooked, calls = jax.jit(lambda o, n: flows.euler_sample(
+      field, o, n, 7, hook=count, hook_carry=jnp.int32(0)))(obs, z)
+  np.testing.assert_array_equal(hooked, plain)
+  assert int(calls) == 7
+
+  def cache(carry, k, x, t, evaluate):  # fixed velocity caching: reuse v every other step
+    v = jax.lax.cond(k % 2 == 0, evaluate, lambda: carry)
+    return v, v
+
+  cached, _ = flows.euler_sample(field, obs, z, 4, hook=cache, hook_carry=jnp.zeros_like(z))
+  x, t = z, lambda k: jnp.full((6, 1), k / 4)
+  v0 = field(obs, x, t(0))
+  x = x + v0 / 4 + v0 / 4
+  v2 = field(obs, x, t(2))
+  np.testing.assert_allclose(cached, x + v2 / 4 + v2 / 4, rtol=1e-6, atol=1e-6)
+  with pytest.raises(ValueError, match="hook_carry was given without a hook"):
+    flows.euler_sample(field, obs, z, 4, hook_carry=0)
+  with pytest.raises(TypeError, match="hook must be callable"):
+    flows.euler_sample(field, obs, z, 4, hook=3)
