@@ -7,8 +7,11 @@ yardstick :mod:`jaxlab.models.sample_quality`.
   sampling (finite-difference velocity extrapolation, one UCB1 bandit per step index,
   forced full evaluations), as a hook of :func:`jaxlab.nn.flows.euler_sample`, and the
   fixed velocity-caching baseline.
+* :mod:`~jaxlab.generative.distill_kac`: DistillKac's damped-wave (Kac) flows: exact Kac
+  simulation, the marginal density and Bessel-ratio velocity, Euler / AB-2 sampling (a
+  hook of the shared sampler), velocity-space CFG and endpoint-only staged distillation.
 """
 
-from jaxlab.generative import fastflow
+from jaxlab.generative import distill_kac, fastflow
 
-__all__ = ["fastflow"]
+__all__ = ["distill_kac", "fastflow"]
