@@ -51,6 +51,7 @@ from experiments.common import (
   save_figure,
   seed_runs,
   table_and_claims,
+  time_interleaved,
 )
 from jaxlab.data.digits import load_digits
 from jaxlab.generative import distill_kac as dk
@@ -68,13 +69,13 @@ ACC_DROP = 0.10  # ... and class accuracy at most 0.10 below it
 CONFIGS = {
     "smoke": dict(seeds=1, hidden=(32,), train_steps=30, distill_steps=10, yardstick_steps=50,
                   lr=1e-3, distill_lr=1e-4, batch=16, samples=50, guidance=0.0,
-                  stages=(2, 1)),
+                  stages=(2, 1), timing_repeats=0),
     "quick": dict(seeds=1, hidden=(256, 256), train_steps=1500, distill_steps=200,
                   yardstick_steps=800, lr=1e-3, distill_lr=3e-4, batch=128, samples=500,
-                  guidance=0.0, stages=dk.STAGES),
+                  guidance=0.0, stages=dk.STAGES, timing_repeats=5),
     "full": dict(seeds=3, hidden=(256, 256), train_steps=3000, distill_steps=500,
                  yardstick_steps=1500, lr=1e-3, distill_lr=3e-4, batch=128, samples=1000,
-                 guidance=0.0, stages=dk.STAGES),
+                 guidance=0.0, stages=dk.STAGES, timing_repeats=5),
 }
 
 
@@ -149,8 +150,34 @@ def make_programs(cfg: dict) -> dict:
     _, y = dk.forward_process(k_f, x0, t, a=A, c=C, T=T)
     return jnp.max(jnp.abs(dk.kac_velocity(y, t, a=A, c=C)))
 
+  def timing(repeats: int = 5, inner: int = 20) -> dict:
+    """Seconds per call: the Kac draws of one training batch vs one whole training step."""
+    params = make_net(cfg, 0).params
+    tx = opt(cfg["lr"], cfg["train_steps"])
+    t = jnp.linspace(0.0, T, b)[:, None]
+
+    @jax.jit
+    def kac(key, _):
+      k1, k2 = jax.random.split(key)
+      return k1, dk.sample_kac(k2, t, (b, 64), a=A, c=C)
+
+    @jax.jit
+    def step(p, state, key):
+      k1, k2, k3 = jax.random.split(key, 3)
+      idx = jax.random.randint(k2, (b,), 0, data[0].shape[0])
+      g = jax.grad(lambda q: dk.kac_loss(velocity(net, q), data[1][idx], data[0][idx], k3,
+                                         a=A, c=C, T=T, label_dropout=0.1))(p)
+      upd, state = tx.update(g, state, p)
+      return optax.apply_updates(p, upd), state, k1
+
+    key = jax.random.key(0)
+    times = time_interleaved({"kac_simulation": (kac, (key, jnp.zeros((b, 64)))),
+                              "train_step": (step, (params, tx.init(params), key))},
+                             repeats, inner)
+    return {k: float(np.median(v)) for k, v in times.items()}
+
   return {"net": net, "train": train, "distill": distill, "sample": sample,
-          "target_speed": target_speed}
+          "target_speed": target_speed, "timing": timing}
 
 
 def run_seed(seed: int, cfg: dict, prog: dict) -> dict:
@@ -315,7 +342,9 @@ def cli() -> ExperimentCLI:
                               "batch": "training batch",
                               "samples": "samples per sampler (labels 0..9 cycling)",
                               "guidance": "CFG weight w of the teacher (0: none)",
-                              "stages": "the teacher's steps, then each student's"})
+                              "stages": "the teacher's steps, then each student's",
+                              "timing_repeats": "rounds of the Kac-simulation vs training-step "
+                                                "timing (0: skip)"})
 
 
 def _table(result: dict) -> str:
@@ -334,8 +363,9 @@ def _note(result: dict) -> str:
 def main(argv=None) -> dict:
   def run(cfg, args):
     prog = make_programs(cfg)
-    return {"runs": seed_runs(args.out, cfg, lambda seed: run_seed(seed, cfg, prog),
-                              "distill_kac")}
+    runs = seed_runs(args.out, cfg, lambda seed: run_seed(seed, cfg, prog), "distill_kac")
+    reps = cfg["timing_repeats"]
+    return {"runs": runs, "timing": prog["timing"](reps) if reps else None}
 
   return run_experiment(argv, cli(), "distill_kac", run, plot, _table, _note,
                         after=lambda r, args: clear_seed_runs(args.out, r["config"]["seeds"]))

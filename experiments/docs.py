@@ -1663,6 +1663,33 @@ def fastflow_docs() -> dict[str, str]:
   return quick_and_full("fastflow", _fastflow_report)
 
 
+def _distill_kac_report(record: dict) -> str:
+  from experiments import distill_kac as dkx  # noqa: PLC0415 (claims and table)
+
+  c = record["config"]
+  runs = record["runs"]
+  tm = record["timing"]
+  return ("\n" + f"Velocity MLP hidden {tuple(c['hidden'])}, {thousands(c['train_steps'])} "
+          f"teacher steps, {thousands(c['distill_steps'])} distillation steps per stage "
+          f"(stages {' -> '.join(str(m) for m in c['stages'])}), CFG weight {c['guidance']:g}; "
+          f"{c['samples']} samples per sampler from the same Kac noise; "
+          f"{c['seeds']} seed{'s' if c['seeds'] > 1 else ''}, "
+          f"{seconds(record['wall_time_s'])}; mean ± std over seeds. Teacher loss "
+          f"{dkx.pm([r['final_loss'] for r in runs])}; FD between two halves of the real "
+          f"held-out digits {dkx.pm([r['fd_real_halves'] for r in runs], '.2f')}; yardstick "
+          f"test accuracy {dkx.pm([r['yardstick_test_accuracy'] for r in runs])}. Kac draws "
+          f"of one training batch ({c['batch']} x 64 coordinates, 40 flips each) take "
+          f"{g(1e6 * tm['kac_simulation'])} µs against {g(1e6 * tm['train_step'])} µs for a "
+          f"whole training step ({100 * tm['kac_simulation'] / tm['train_step']:.0f}%).\n\n"
+          + table(dkx.TABLE_HEAD, dkx.table_rows(record)) + "\n\n"
+          + claims_table(dkx.claims(record)) + "\n")
+
+
+@register("distill_kac")
+def distill_kac_docs() -> dict[str, str]:
+  return quick_and_full("distill_kac", _distill_kac_report)
+
+
 CONFIGS = {"full": dict(check=False)}
 
 

@@ -101,6 +101,7 @@ ENTRIES: list[Entry] = [
           {"smoke": ["--smoke"], "quick": ["--quick"], "full": []}),
     Entry("Planned Diffusion", "planned_diffusion", "arXiv:2510.18087"),
     Entry("FastFlow", "fastflow", "arXiv:2602.11105"),
+    Entry("DistillKac", "distill_kac", "arXiv:2509.21513"),
 ]
 
 

@@ -9,7 +9,8 @@ from experiments import docs
 METHODS = ("quant_optim", "matching_incremental", "flow_actor_critic", "dipper", "fractal_gd",
            "trec", "alpha_dpo", "recouple", "ttm", "lm_toolkit", "adaback",
            "expert_divergence", "cocomix", "sstoken",
-           "sfdd", "cascadia", "g_nll", "freekv", "planned_diffusion", "fastflow")
+           "sfdd", "cascadia", "g_nll", "freekv", "planned_diffusion", "fastflow",
+           "distill_kac")
 
 
 def test_generated_regions_match_the_committed_results():
