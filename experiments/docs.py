@@ -1679,7 +1679,7 @@ def _distill_kac_report(record: dict) -> str:
           f"held-out digits {dkx.pm([r['fd_real_halves'] for r in runs], '.2f')}; yardstick "
           f"test accuracy {dkx.pm([r['yardstick_test_accuracy'] for r in runs])}. Kac draws "
           f"of one training batch ({c['batch']} x 64 coordinates, 40 flips each) take "
-          f"{g(1e6 * tm['kac_simulation'])} µs against {g(1e6 * tm['train_step'])} µs for a "
+          f"{g(1e3 * tm['kac_simulation'])} ms against {g(1e3 * tm['train_step'])} ms for a "
           f"whole training step ({100 * tm['kac_simulation'] / tm['train_step']:.0f}%).\n\n"
           + table(dkx.TABLE_HEAD, dkx.table_rows(record)) + "\n\n"
           + claims_table(dkx.claims(record)) + "\n")

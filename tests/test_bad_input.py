@@ -371,3 +371,20 @@ def test_auroc_of_one_class_raises_or_is_nan_under_jit():
   # traced labels cannot raise: the area is NaN, not a number that reads as a result
   assert np.isnan(float(jax.jit(gn.auroc)(scores, labels)))
   assert float(jax.jit(gn.auroc)(scores, jnp.array([0, 0, 1]))) == 1.0
+
+
+# --- distill_kac: non-finite times and an unknown sampler -------------------------------------
+
+
+def test_distill_kac_rejects_non_finite_times_and_unknown_methods():
+  from jaxlab.generative import distill_kac as dk  # noqa: PLC0415
+
+  key = jax.random.key(0)
+  with pytest.raises(ValueError, match="^s must be finite"):
+    dk.sample_kac(key, float("inf"), (3,))
+  field = lambda obs, x, t: x  # noqa: E731
+  x = jnp.zeros((2, 3))
+  with pytest.raises(ValueError, match="^T must be finite"):
+    dk.kac_sample(field, jnp.zeros((2, 1)), x, 4, T=float("nan"))
+  with pytest.raises(ValueError, match="^method must"):
+    dk.kac_sample(field, jnp.zeros((2, 1)), x, 4, method="heun")
