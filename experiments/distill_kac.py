@@ -40,7 +40,6 @@ import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
 import optax
-from flax import nnx
 
 from experiments.common import (
   Claim,
@@ -48,6 +47,7 @@ from experiments.common import (
   clear_seed_runs,
   pm,
   run_experiment,
+  save_digit_grid,
   save_figure,
   seed_runs,
   table_and_claims,
@@ -55,9 +55,9 @@ from experiments.common import (
 )
 from jaxlab.data.digits import load_digits
 from jaxlab.generative import distill_kac as dk
-from jaxlab.models.ddpm import timestep_embedding
+from jaxlab.generative.nets import velocity_field, velocity_mlp
 from jaxlab.models.sample_quality import Yardstick, YardstickConfig
-from jaxlab.nn import MLP, Net
+from jaxlab.nn import Net
 from jaxlab.training.fit import fit, minibatch_sampler
 
 A, C, T = 9.0, 3.0, 1.0
@@ -80,15 +80,12 @@ CONFIGS = {
 
 
 def make_net(cfg: dict, seed: int) -> Net:
-  return Net.create(MLP(64 + EMB + 10, tuple(cfg["hidden"]), 64, rngs=nnx.Rngs(seed)))
+  return velocity_mlp(64, tuple(cfg["hidden"]), cond_dim=10, emb_dim=EMB, seed=seed)
 
 
 def velocity(net: Net, params):
   """The field ``u(obs, x, t)``: ``obs`` the one-hot label (zeros: unconditional)."""
-  def field(obs, x, t):
-    emb = timestep_embedding(1000.0 * t[:, 0] / T, EMB)
-    return net(jnp.concatenate([x, emb, obs], axis=-1), params=params)
-  return field
+  return velocity_field(net, params, emb_dim=EMB, time_scale=1000.0 / T)
 
 
 def check_stages(stages) -> tuple[int, ...]:
@@ -317,16 +314,8 @@ def plot(result: dict, out: str) -> list[str]:
   axes[2].legend(fontsize=7)
   fig.suptitle(f"DistillKac on digits, {len(runs)} seed(s) (means)")
   save_figure(fig, out, "distill_kac_curves.png")
-  grid = runs[0].get("grid", {})
-  fig, axes = plt.subplots(len(grid), 10, figsize=(8, 0.9 * len(grid)), squeeze=False)
-  for i, (label, xs) in enumerate(grid.items()):
-    for j, x in enumerate(xs):
-      axes[i, j].imshow(np.reshape(x, (8, 8)), cmap="gray_r", vmin=-1, vmax=1)
-      axes[i, j].set_xticks([])
-      axes[i, j].set_yticks([])
-    axes[i, 0].set_ylabel(label, fontsize=6, rotation=0, ha="right", va="center")
-  fig.suptitle("labels 0..9 per column, the same Kac noise per column", fontsize=8)
-  save_figure(fig, out, "distill_kac_samples.png")
+  save_digit_grid(runs[0].get("grid", {}), out, "distill_kac_samples.png",
+                  "labels 0..9 per column, the same Kac noise per column")
   return ["distill_kac_curves.png", "distill_kac_samples.png"]
 
 

@@ -10,8 +10,10 @@ yardstick :mod:`jaxlab.models.sample_quality`.
 * :mod:`~jaxlab.generative.distill_kac`: DistillKac's damped-wave (Kac) flows: exact Kac
   simulation, the marginal density and Bessel-ratio velocity, Euler / AB-2 sampling (a
   hook of the shared sampler), velocity-space CFG and endpoint-only staged distillation.
+* :mod:`~jaxlab.generative.nets`: the time-conditioned MLP velocity field both experiments
+  train.
 """
 
-from jaxlab.generative import distill_kac, fastflow
+from jaxlab.generative import distill_kac, fastflow, nets
 
-__all__ = ["distill_kac", "fastflow"]
+__all__ = ["distill_kac", "fastflow", "nets"]
