@@ -29,7 +29,11 @@ What a method can reach, per call of :meth:`Transformer.forward`:
   embedding and after every block ``(L + 1, batch, T, d)`` and every layer's
   attention weights ``(L, batch, H, T, S)``.
 * ``context`` (and ``context_mask``) for cross-attention, when the config has
-  ``cross_attention=True``.
+  ``cross_attention=True``; with ``return_attention`` the cross-attention weights come
+  back too, ``(L, batch, H, T, S_context)`` in :attr:`DecoderOutput.cross_attention`.
+* ``embeddings``: ``(..., T, d_model)`` input vectors in place of ``tokens`` (the token
+  embedding is skipped; positions, masks and everything else are as for tokens): a
+  diffusion transformer feeds its embedded image patches this way.
 * ``cache``: a :class:`KVCache` (:func:`init_cache`); the call writes its keys and
   values at the cache's length and returns the grown cache
   (:mod:`jaxlab.models.decoding` drives it).
@@ -160,6 +164,7 @@ class DecoderOutput(NamedTuple):
   router_probs: jax.Array | None = None  # (L, ..., T, num_experts), MoE only
   aux_loss: jax.Array | None = None  # Switch load-balancing loss summed over layers, MoE only
   attend_state: object = None  # the attention hook's per-layer states (leading axis L)
+  cross_attention: jax.Array | None = None  # (L, ..., H, T, S_context), with return_attention
 
 
 def init_cache(cfg: TransformerConfig, batch: int, max_len: int,
@@ -290,13 +295,18 @@ class CrossAttention(nnx.Module):
     self.kv = _linear(context_dim, 2 * d_model, rngs)
     self.out = _linear(d_model, d_model, rngs)
 
-  def __call__(self, x: jax.Array, context: jax.Array, mask: jax.Array | None = None):
+  def __call__(self, x: jax.Array, context: jax.Array, mask: jax.Array | None = None,
+               return_weights: bool = False):
+    """``(B, T, d)`` outputs; with ``return_weights``, ``(outputs, weights (B, H, T, S))``."""
     b, t, d = x.shape
     hd = d // self.num_heads
     q = self.q(x).reshape(b, t, self.num_heads, hd)
     k, v = jnp.split(self.kv(context).reshape(b, context.shape[1], 2, self.num_heads, hd), 2,
                      axis=2)
-    y = attention(q, k[:, :, 0], v[:, :, 0], mask=mask)
+    y = attention(q, k[:, :, 0], v[:, :, 0], mask=mask, return_weights=return_weights)
+    if return_weights:
+      y, weights = y
+      return self.out(y.reshape(b, t, d)), weights
     return self.out(y.reshape(b, t, d))
 
 
@@ -355,14 +365,21 @@ class Block(nnx.Module):
                                   rngs=rngs)
 
   def __call__(self, x: jax.Array, ctx: BlockContext, cache=None, head_scale=None):
+    """``(x, new_kv, self-attention weights, router probs, aux loss, cross-attention
+    weights)``; the weights are None unless ``ctx.return_attention``."""
     a, new_kv, weights = self.attn(self.ln1(x), ctx, cache, head_scale)
     x = x + a
+    cross_w = None
     if self.use_cross:
-      x = x + self.cross(self.ln_c(x), ctx.context, ctx.context_mask)
+      c = self.cross(self.ln_c(x), ctx.context, ctx.context_mask,
+                     return_weights=ctx.return_attention)
+      c, cross_w = c if ctx.return_attention else (c, None)
+      x = x + c
     if not self.use_moe:
-      return x + self.proj(jax.nn.gelu(self.fc(self.ln2(x)))), new_kv, weights, None, None
+      return (x + self.proj(jax.nn.gelu(self.fc(self.ln2(x)))), new_kv, weights, None, None,
+              cross_w)
     y, probs, aux = self.moe(self.ln2(x))
-    return x + y, new_kv, weights, probs, aux
+    return x + y, new_kv, weights, probs, aux, cross_w
 
 
 class Transformer(nnx.Module):
@@ -388,15 +405,25 @@ class Transformer(nnx.Module):
   def __call__(self, tokens: jax.Array, **kwargs) -> jax.Array:
     return self.forward(tokens, **kwargs).logits
 
-  def forward(self, tokens: jax.Array, *, positions: jax.Array | None = None,
+  def forward(self, tokens: jax.Array | None = None, *, embeddings: jax.Array | None = None,
+              positions: jax.Array | None = None,
               mask: jax.Array | None = None, bias: jax.Array | None = None,
               causal: bool = True, head_scale: jax.Array | None = None,
               context: jax.Array | None = None, context_mask: jax.Array | None = None,
               cache: KVCache | None = None, return_hidden: bool = False,
               return_attention: bool = False, attend: Callable | None = None,
               attend_state=None) -> DecoderOutput:
-    """Runs the decoder on ``tokens (..., T)``; see the module docstring for each input."""
+    """Runs the decoder on ``tokens (..., T)`` (or ``embeddings (..., T, d_model)``); see
+    the module docstring for each input."""
     cfg = self.cfg
+    if (tokens is None) == (embeddings is None):
+      raise ValueError("give exactly one of tokens and embeddings, got "
+                       f"tokens={'None' if tokens is None else 'an array'}, "
+                       f"embeddings={'None' if embeddings is None else 'an array'}")
+    if embeddings is not None and (jnp.ndim(embeddings) < 2
+                                   or jnp.shape(embeddings)[-1] != cfg.d_model):
+      raise ValueError(f"embeddings must have shape (..., T, d_model={cfg.d_model}), got "
+                       f"{jnp.shape(embeddings)}")
     if attend is not None and (cache is None or return_attention):
       raise ValueError("attend needs a cache and cannot return attention weights, got "
                        f"cache={'None' if cache is None else 'a KVCache'}, "
@@ -406,8 +433,12 @@ class Transformer(nnx.Module):
     if (context is not None) != cfg.cross_attention:
       raise ValueError("context must be given exactly when cfg.cross_attention is True, got "
                        f"context={'None' if context is None else 'an array'}")
-    lead, t = tokens.shape[:-1], tokens.shape[-1]
-    x = self.embed(tokens.reshape(-1, t))
+    if embeddings is None:
+      lead, t = tokens.shape[:-1], tokens.shape[-1]
+      x = self.embed(tokens.reshape(-1, t))
+    else:
+      lead, t = embeddings.shape[:-2], embeddings.shape[-2]
+      x = jnp.asarray(embeddings).reshape(-1, t, cfg.d_model)
     b = x.shape[0]
     start = jnp.zeros((), jnp.int32) if cache is None else cache.length
     slots = start + jnp.arange(t)  # index of each query in the sequence
@@ -436,7 +467,7 @@ class Transformer(nnx.Module):
                None if context is None else context.reshape(b, *context.shape[len(lead):]),
                None if context_mask is None else _flat(jnp.asarray(context_mask, bool), lead),
                return_attention)
-    hidden, weights, probs, aux, new_k, new_v = [x], [], [], [], [], []
+    hidden, weights, probs, aux, new_k, new_v, cross = [x], [], [], [], [], [], []
     for layer, block in enumerate(self.blocks):
       kv = None if cache is None else (cache.k[layer], cache.v[layer], start)
       scale = None if head_scale is None else head_scale[layer]
@@ -444,7 +475,8 @@ class Transformer(nnx.Module):
         state = (None if attend_state is None
                  else jax.tree.map(lambda s, i=layer: s[i], attend_state))
         ctx = ctx._replace(attend=attend, attend_state=state)
-      x, new_kv, w, p, a = block(x, ctx, kv, scale)
+      x, new_kv, w, p, a, cw = block(x, ctx, kv, scale)
+      cross.append(cw)
       hidden.append(x)
       weights.append(w)
       probs.append(p)
@@ -466,7 +498,9 @@ class Transformer(nnx.Module):
         else None,
         router_probs=unflat(jnp.stack(probs), 1) if moe else None,
         aux_loss=sum(aux) if moe else None,
-        attend_state=None if attend is None else jax.tree.map(lambda *s: jnp.stack(s), *weights))
+        attend_state=None if attend is None else jax.tree.map(lambda *s: jnp.stack(s), *weights),
+        cross_attention=unflat(jnp.stack(cross), 1) if return_attention and cfg.cross_attention
+        else None)
 
 
 def _flat(x: jax.Array, lead: tuple[int, ...]) -> jax.Array:

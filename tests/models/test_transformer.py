@@ -216,3 +216,28 @@ def test_cross_attention_reads_the_context_and_its_mask():
   keep_first = jnp.array([True, False, False])[None, None, None]  # (B, H, T, S) broadcast
   np.testing.assert_allclose(run(ctx, keep_first), net(x, context=ctx[:, :1]), rtol=1e-5,
                              atol=1e-6)
+
+
+def test_embeddings_input_and_cross_attention_weights():
+  """``embeddings=`` is the token path with the embedding lookup done by the caller; the
+  cross-attention weights are a distribution over the unmasked context."""
+  cfg = dataclasses.replace(CFG, cross_attention=True, context_dim=5)
+  net = transformer.create(cfg, jax.random.key(3))
+  x = _tokens(jax.random.key(4), (2, 6))
+  ctx = jax.random.normal(jax.random.key(5), (2, 3, 5))
+  keep = jnp.array([True, True, False])[None, None, None]
+  model = net.module()
+  out = model.forward(x, context=ctx, context_mask=keep, return_attention=True)
+  emb = model.forward(embeddings=model.embed(x), context=ctx, context_mask=keep,
+                      return_attention=True)
+  np.testing.assert_allclose(emb.logits, out.logits, rtol=1e-6, atol=1e-6)
+  np.testing.assert_allclose(out.logits, net(x, context=ctx, context_mask=keep), rtol=1e-5,
+                             atol=1e-6)
+  assert out.cross_attention.shape == (2, 2, 2, 6, 3)  # (L, B, H, T, S)
+  np.testing.assert_allclose(out.cross_attention.sum(-1), 1.0, rtol=1e-5)
+  np.testing.assert_array_equal(out.cross_attention[..., 2], 0.0)
+  assert model.forward(x, context=ctx).cross_attention is None
+  with pytest.raises(ValueError, match="exactly one of tokens and embeddings"):
+    model.forward(x, embeddings=model.embed(x), context=ctx)
+  with pytest.raises(ValueError, match="embeddings must have shape"):
+    model.forward(embeddings=jnp.zeros((2, 6, 7)), context=ctx)
