@@ -10,4 +10,5 @@ from jaxlab.nn import flows, lora, networks
 from jaxlab.nn.flows import euler_sample, flow_matching_loss, log_prob
 from jaxlab.nn.networks import MLP, Net
 
-__all__ = ["MLP", "Net", "euler_sample", "flow_matching_loss", "flows", "log_prob", "lora", "networks"]
+__all__ = ["MLP", "Net", "euler_sample", "flow_matching_loss", "flows", "log_prob", "lora",
+           "networks"]
