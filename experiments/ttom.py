@@ -64,19 +64,19 @@ SAME = 0.05  # ... at box accuracy at most 0.05 below test-time LoRA
 CHANCE_IOU = 64 / (2 * 576 - 64)
 
 CONFIGS = {
-    "smoke": dict(seeds=1, d_model=16, heads=1, layers=2, train_steps=20, batch=16,
+    "smoke": dict(step=4, seeds=1, d_model=16, heads=1, layers=2, train_steps=20, batch=16,
                   train_scenes=64, sample_steps=6, max_beta=0.5, yardstick_steps=30, layer=-1,
                   rank=4,
                   alpha=4.0, lr=0.03, iters=2, opt_steps=2, threshold=0.25,
                   guidance_step=30.0, types=3, prompts=4, per_prompt=2, jitter=1, capacity=2,
                   load_sim=0.9, update_sim=0.7, probe_scenes=16),
-    "quick": dict(seeds=1, d_model=32, heads=2, layers=3, train_steps=1500, batch=32,
+    "quick": dict(step=4, seeds=1, d_model=32, heads=2, layers=3, train_steps=1500, batch=32,
                   train_scenes=3000, sample_steps=20, max_beta=0.5, yardstick_steps=800,
                   layer=-1, rank=32,
                   alpha=32.0, lr=0.03, iters=8, opt_steps=5, threshold=0.25,
                   guidance_step=30.0, types=6, prompts=24, per_prompt=4, jitter=1, capacity=4,
                   load_sim=0.9, update_sim=0.7, probe_scenes=128),
-    "full": dict(seeds=3, d_model=32, heads=2, layers=3, train_steps=3000, batch=32,
+    "full": dict(step=4, seeds=3, d_model=32, heads=2, layers=3, train_steps=3000, batch=32,
                  train_scenes=4000, sample_steps=20, max_beta=0.5, yardstick_steps=1500,
                  layer=-1, rank=32,
                  alpha=32.0, lr=0.03, iters=8, opt_steps=5, threshold=0.25,
@@ -105,7 +105,7 @@ def tto_config(cfg: dict, layer: int) -> ttom.TTOConfig:
 def train(key, cfg: dict, dcfg: ttom.DiTConfig, schedule) -> tuple:
   k_init, k_lay, k_img, k_fit = jax.random.split(key, 4)
   net = ttom.make_dit(dcfg, int(jax.random.randint(k_init, (), 0, 2**31 - 1)))
-  lay = dl.random_layouts(k_lay, cfg["train_scenes"])
+  lay = dl.random_layouts(k_lay, cfg["train_scenes"], step=cfg["step"])
   data = (jnp.asarray(dl.render(k_img, lay)), jnp.asarray(dl.caption_tokens(lay)))
   steps = cfg["train_steps"]
 
@@ -125,7 +125,7 @@ def probe(key, net, dcfg, schedule, cfg: dict) -> dict:
   timesteps (and a middle one)."""
   k_lay, k_img, k_noise = jax.random.split(key, 3)
   n = cfg["probe_scenes"]
-  lay = dl.random_layouts(k_lay, n, two_prob=1.0)
+  lay = dl.random_layouts(k_lay, n, two_prob=1.0, step=cfg["step"])
   x0 = jnp.asarray(dl.render(k_img, lay))
   cap, valid, boxes = (jnp.asarray(a) for a in (dl.caption_tokens(lay), lay.valid, lay.boxes))
   T = schedule.num_steps
@@ -144,10 +144,16 @@ def probe(key, net, dcfg, schedule, cfg: dict) -> dict:
           "iou_opt_steps": per_t[:-1].mean(0).round(4).tolist()}
 
 
-def make_stream(net, dcfg, schedule, tcfg: ttom.TTOConfig, cfg: dict, arm: str):
-  """``run(keys, caption, valid, boxes, targets, lkeys) -> per-prompt records``: one jitted
-  scan over the prompt stream (the memory is its carry)."""
-  mode = "lora" if arm == "memory" else arm
+def make_stream(net, dcfg, schedule, tcfg: ttom.TTOConfig, cfg: dict, mode: str):
+  """``run(keys, caption, valid, targets, lkeys, load_sim, update_sim, optimise) -> per-prompt
+  records``: one jitted scan over the prompt stream with the memory as its carry.
+
+  One program serves three arms (one compile): ``mode="lora"`` with ``optimise=False`` is the
+  base sampler (fresh adapters have ``B = 0``, so the merged weights are the base weights;
+  the maps are recorded), with infinite similarity thresholds test-time LoRA without memory
+  (every prompt optimises from fresh adapters), with finite ones LoRA + memory.
+  ``mode="guidance"`` is latent guidance.
+  """
   hook = ttom.make_hook(net, tcfg, mode)
   b = cfg["per_prompt"]
   fresh0 = ttom.init_carry(jax.random.key(0), net, tcfg, jnp.zeros((b, 2), jnp.int32),
@@ -155,39 +161,44 @@ def make_stream(net, dcfg, schedule, tcfg: ttom.TTOConfig, cfg: dict, arm: str):
   vec0, unravel = ttom.ravel_lora(fresh0.lora)
   mem0 = ttom.memory_init(cfg["capacity"], 10 * dcfg.grid ** 2, vec0.shape[0])
 
-  def one(mem, inp):
+  def one(mem, inp, load_sim, update_sim, optimise):
     key, cap, valid, targets, lkey = inp
     k_lora, k_sample = jax.random.split(key)
     cap, valid, targets = (jnp.broadcast_to(a, (b, *a.shape)) for a in (cap, valid, targets))
     fresh = ttom.init_carry(k_lora, net, tcfg, cap, valid, targets)
-    strat = jnp.asarray(ttom.OPTIMISE)
-    idx, sim = jnp.zeros((), jnp.int32), jnp.zeros(())
-    carry = fresh
-    if arm == "memory":
-      idx, sim, mem_read = ttom.memory_read(mem, lkey, cfg["update_sim"])
-      strat = ttom.choose_strategy(sim, cfg["load_sim"], cfg["update_sim"])
-      stored = unravel(mem.values[idx])
-      w = jax.tree.map(lambda f, s: jnp.where(strat == ttom.OPTIMISE, f, s), fresh.lora, stored)
-      carry = ttom.init_carry(k_lora, net, tcfg, cap, valid, targets, lora_weights=w,
-                              optimise=strat != ttom.LOAD_ONLY)
+    idx, sim, mem_read = ttom.memory_read(mem, lkey, update_sim)
+    strat = ttom.choose_strategy(sim, load_sim, update_sim)
+    stored = unravel(mem.values[idx])
+    w = jax.tree.map(lambda f, s: jnp.where(strat == ttom.OPTIMISE, f, s), fresh.lora, stored)
+    carry = ttom.init_carry(k_lora, net, tcfg, cap, valid, targets, lora_weights=w,
+                            optimise=optimise & (strat != ttom.LOAD_ONLY))
     x, c = ddpm.sample(k_sample, net, schedule, (b, dcfg.pixels), cond=cap, hook=hook,
                        hook_carry=carry)
-    if arm == "memory":
-      new = ttom.ravel_lora(c.lora)[0]
-      _, inserted = ttom.memory_insert(mem_read, lkey, new)
-      updated = ttom.memory_update(mem_read, idx, new, sim)
-      pick = lambda a, u, r: jnp.where(strat == ttom.OPTIMISE, a,
-                                       jnp.where(strat == ttom.LOAD_UPDATE, u, r))
-      mem = jax.tree.map(pick, inserted, updated, mem_read)
+    new = ttom.ravel_lora(c.lora)[0]
+    _, inserted = ttom.memory_insert(mem_read, lkey, new)
+    updated = ttom.memory_update(mem_read, idx, new, sim)
+    pick = lambda a, u, r: jnp.where(strat == ttom.OPTIMISE, a,
+                                     jnp.where(strat == ttom.LOAD_UPDATE, u, r))
+    mem = jax.tree.map(pick, inserted, updated, mem_read)
     return mem, {"x": x, "maps": c.maps, "iters": c.iters, "first_loss": c.first_loss,
                  "last_loss": c.last_loss, "strategy": strat, "sim": sim}
 
   @jax.jit
-  def run(keys, cap, valid, targets, lkeys):
-    _, out = jax.lax.scan(one, mem0, (keys, cap, valid, targets, lkeys))
+  def run(keys, cap, valid, targets, lkeys, load_sim, update_sim, optimise):
+    step = lambda m, inp: one(m, inp, load_sim, update_sim, optimise)
+    _, out = jax.lax.scan(step, mem0, (keys, cap, valid, targets, lkeys))
     return out
 
   return run
+
+
+def arm_args(arm: str, cfg: dict) -> tuple[str, tuple]:
+  """The program (``"lora"`` / ``"guidance"``) and ``(load_sim, update_sim, optimise)`` of an
+  arm (see :func:`make_stream`)."""
+  never = (jnp.inf, jnp.inf)
+  return {"base": ("lora", (*never, False)), "guidance": ("guidance", (*never, True)),
+          "lora": ("lora", (*never, True)),
+          "memory": ("lora", (cfg["load_sim"], cfg["update_sim"], True))}[arm]
 
 
 def run_seed(seed: int, cfg: dict) -> dict:
@@ -199,8 +210,9 @@ def run_seed(seed: int, cfg: dict) -> dict:
   layer = int(np.argmax(pr["iou_opt_steps"])) if cfg["layer"] < 0 else cfg["layer"]
   tcfg = tto_config(cfg, layer)
   ys = Yardstick.create(seed, YardstickConfig(steps=cfg["yardstick_steps"]))
-  types = dl.layout_types(k_types, cfg["types"])
-  ids, lay = dl.prompt_stream(k_stream, types, cfg["prompts"], jitter=cfg["jitter"])
+  types = dl.layout_types(k_types, cfg["types"], step=cfg["step"])
+  ids, lay = dl.prompt_stream(k_stream, types, cfg["prompts"], jitter=cfg["jitter"],
+                              step=cfg["step"])
   cap = jnp.asarray(dl.caption_tokens(lay))
   valid, boxes = jnp.asarray(lay.valid), jnp.asarray(lay.boxes)
   names = jnp.asarray(lay.names)
@@ -211,8 +223,10 @@ def run_seed(seed: int, cfg: dict) -> dict:
          "yardstick_test_accuracy": ys.test_accuracy, "type_ids": ids.tolist(), "arms": {}}
   grid = {}
   n_valid = int(lay.valid.sum())
+  programs = {m: make_stream(net, dcfg, schedule, tcfg, cfg, m) for m in ("lora", "guidance")}
   for arm in ARMS:
-    rec = make_stream(net, dcfg, schedule, tcfg, cfg, arm)(keys, cap, valid, targets, lkeys)
+    mode, extra = arm_args(arm, cfg)
+    rec = programs[mode](keys, cap, valid, targets, lkeys, *extra)
     x = np.clip(np.asarray(rec["x"]), -1, 1)  # (P, B, 576)
     crops = ttom.crops(x, np.broadcast_to(lay.boxes[:, None], (*x.shape[:2], 2, 4)))
     pred = ys.predict(crops.reshape(-1, 64)).reshape(crops.shape[:3])
@@ -353,7 +367,9 @@ def cli() -> ExperimentCLI:
                               "threshold": "early-stopping loss threshold",
                               "guidance_step": "latent-guidance step size",
                               "types": "layout types", "prompts": "prompts in the stream",
-                              "per_prompt": "samples per prompt", "jitter": "box jitter (px)",
+                              "per_prompt": "samples per prompt",
+                              "step": "box offsets are multiples of step px (4: the patch grid)",
+                              "jitter": "box jitter (in steps)",
                               "capacity": "memory entries", "load_sim": "similarity to load only",
                               "update_sim": "similarity to load + update",
                               "probe_scenes": "scenes of the attention probe"})

@@ -70,8 +70,9 @@ def _check_canvas(canvas: int) -> int:
   return check_int(canvas, "canvas", lo=DIGIT)
 
 
-def _draw(rng: np.random.Generator, n: int, canvas: int, two_prob: float) -> Layout:
-  hi = canvas - DIGIT
+def _draw(rng: np.random.Generator, n: int, canvas: int, two_prob: float,
+          step: int = 1) -> Layout:
+  hi = (canvas - DIGIT) // step
   boxes = np.zeros((n, MAX_INSTANCES, 4), np.int32)
   names = rng.integers(0, 10, (n, MAX_INSTANCES)).astype(np.int32)
   valid = np.zeros((n, MAX_INSTANCES), bool)
@@ -79,7 +80,7 @@ def _draw(rng: np.random.Generator, n: int, canvas: int, two_prob: float) -> Lay
     count = 2 if (rng.random() < two_prob and canvas >= 2 * DIGIT) else 1
     placed = []
     while len(placed) < count:
-      y, x = rng.integers(0, hi + 1, 2)
+      y, x = step * rng.integers(0, hi + 1, 2)
       box = (y, x, y + DIGIT, x + DIGIT)
       if all(not _overlap(box, p) for p in placed):
         placed.append(box)
@@ -91,7 +92,7 @@ def _draw(rng: np.random.Generator, n: int, canvas: int, two_prob: float) -> Lay
 
 
 def random_layouts(key: jax.Array, n: int, *, canvas: int = CANVAS,
-                   two_prob: float = 0.5) -> Layout:
+                   two_prob: float = 0.5, step: int = 1) -> Layout:
   """``n`` training scenes: 2 digits with probability ``two_prob`` (else 1), uniform classes
   and uniform non-overlapping positions.
 
@@ -100,11 +101,14 @@ def random_layouts(key: jax.Array, n: int, *, canvas: int = CANVAS,
     n: number of scenes.
     canvas: canvas side in pixels (at least 8; two digits need 16).
     two_prob: probability of a two-digit scene, in ``[0, 1]``.
+    step: box offsets are multiples of ``step`` pixels (e.g. a patch size: boxes on the
+      patch grid).
   """
   check_int(n, "n", lo=1)
   _check_canvas(canvas)
   check_range(two_prob, "two_prob", lo=0.0, hi=1.0)
-  return _draw(_rng(key), n, canvas, two_prob)
+  check_int(step, "step", lo=1)
+  return _draw(_rng(key), n, canvas, two_prob, step)
 
 
 def caption_tokens(layout: Layout) -> np.ndarray:
@@ -137,15 +141,16 @@ def render(key: jax.Array, layout: Layout, *, canvas: int = CANVAS) -> np.ndarra
 
 
 def layout_types(key: jax.Array, num_types: int, *, canvas: int = CANVAS,
-                 two_prob: float = 0.5) -> Layout:
+                 two_prob: float = 0.5, step: int = 1) -> Layout:
   """``num_types`` distinct layout types (boxes and names), drawn as :func:`random_layouts`."""
   check_int(num_types, "num_types", lo=1)
   _check_canvas(canvas)
   check_range(two_prob, "two_prob", lo=0.0, hi=1.0)
+  check_int(step, "step", lo=1)
   rng = _rng(key)
   seen, rows = set(), []
   while len(rows) < num_types:
-    lay = _draw(rng, 1, canvas, two_prob)
+    lay = _draw(rng, 1, canvas, two_prob, step)
     sig = (lay.boxes.tobytes(), lay.names.tobytes(), lay.valid.tobytes())
     if sig not in seen:
       seen.add(sig)
@@ -154,15 +159,17 @@ def layout_types(key: jax.Array, num_types: int, *, canvas: int = CANVAS,
 
 
 def prompt_stream(key: jax.Array, types: Layout, num_prompts: int, *, jitter: int = 0,
-                  canvas: int = CANVAS) -> tuple[np.ndarray, Layout]:
+                  canvas: int = CANVAS, step: int = 1) -> tuple[np.ndarray, Layout]:
   """A stream of ``num_prompts`` prompts, each a uniformly drawn type of ``types`` with its
-  boxes shifted by up to ``jitter`` pixels per axis (kept inside the canvas and apart).
+  boxes shifted by up to ``jitter`` steps of ``step`` pixels per axis (kept inside the
+  canvas and apart).
 
   Returns:
     ``(type_ids (num_prompts,), layouts)``.
   """
   check_int(num_prompts, "num_prompts", lo=1)
   check_int(jitter, "jitter", lo=0)
+  check_int(step, "step", lo=1)
   _check_canvas(canvas)
   rng = _rng(key)
   ids = rng.integers(0, len(types), num_prompts).astype(np.int32)
@@ -171,7 +178,7 @@ def prompt_stream(key: jax.Array, types: Layout, num_prompts: int, *, jitter: in
   hi = canvas - DIGIT
   for i in range(num_prompts):
     for _ in range(100):  # redraw a shift that would make the boxes overlap
-      shift = rng.integers(-jitter, jitter + 1, (MAX_INSTANCES, 2))
+      shift = step * rng.integers(-jitter, jitter + 1, (MAX_INSTANCES, 2))
       start = np.clip(lay.boxes[i, :, :2] + shift, 0, hi)
       cand = np.concatenate([start, start + DIGIT], -1).astype(np.int32)
       if not (lay.valid[i].all() and _overlap(cand[0], cand[1])):
