@@ -33,7 +33,8 @@ in its code, per our spec; [P]: stated by the paper) and what is ours:
   key similarity; which one a prompt gets is decided by thresholds on the cosine
   similarity of its key to the best stored key (ours: :func:`choose_strategy`).
 * **Model (ours).** A tiny diffusion transformer (:class:`DiT`): 4 x 4 pixel patches of a
-  24 x 24 canvas embedded linearly, plus a time embedding, through the shared
+  24 x 24 canvas embedded linearly, plus a time embedding and a learned absolute position
+  embedding, through the shared
   :class:`jaxlab.models.transformer.Transformer` (bidirectional, 2-axis RoPE on
   (row, column), cross-attention to the caption's digit tokens after a learned null token
   that background patches can attend to); its output head predicts the patches' noise.
@@ -145,6 +146,9 @@ class DiT(nnx.Module):
     self.time_out = nnx.Linear(d, d, rngs=rngs)
     self.caption = nnx.Embed(dl.VOCAB, d, rngs=rngs)
     self.null = nnx.Param(0.02 * jax.random.normal(rngs.params(), (1, d)))
+    # absolute positions (DiT's are fixed sin-cos; ours learned): RoPE alone is relative, and
+    # the cross-attention (no RoPE) would only see where a patch is through its content
+    self.pos = nnx.Param(0.02 * jax.random.normal(rngs.params(), (cfg.grid ** 2, d)))
     self.tfm = tfm.Transformer(cfg.transformer(), rngs=rngs)
 
   def forward(self, x: jax.Array, t: jax.Array, caption: jax.Array,
@@ -152,7 +156,7 @@ class DiT(nnx.Module):
     cfg = self.cfg
     b = x.shape[0]
     emb = self.time_out(jax.nn.silu(self.time_in(timestep_embedding(t, cfg.d_model))))
-    h = self.patch_in(patchify(x, cfg)) + emb[:, None]
+    h = self.patch_in(patchify(x, cfg)) + emb[:, None] + self.pos[...]
     ctx = jnp.concatenate([jnp.broadcast_to(self.null[...], (b, 1, cfg.d_model)),
                            self.caption(caption)], axis=1)
     keep = jnp.concatenate([jnp.ones((b, 1), bool), caption != dl.PAD], 1)[:, None, None]
