@@ -22,6 +22,8 @@ Modules:
   spurious feature (ReCouPLe's synthetic test bed, :class:`PreferenceData`).
 * :mod:`~jaxlab.data.digit_pairs`: digit-pair images with relational captions
   (Test-Time Matching's test bed).
+* :mod:`~jaxlab.data.digit_layouts`: 1-2 digits in boxes on a canvas, captions naming the
+  digits, layout types and prompt streams (TTOM's test bed).
 * :mod:`~jaxlab.data.matching_instances`: incremental-matching instances
   (uniform, clustered, digits L1, road graph).
 * :mod:`~jaxlab.data.span_tasks`: prompts answered by several independent spans, with
@@ -40,8 +42,9 @@ import importlib
 from jaxlab.data.digits import Digits, load_digits
 from jaxlab.data.reason_pairs import PreferenceData
 
-_MODULES = ("digit_pairs", "digits", "fact_qa", "kv_recall", "lm_tasks", "markov_text",
-            "matching_instances", "mixtures", "optim_problems", "reason_pairs", "reward_tasks",
+_MODULES = ("digit_layouts", "digit_pairs", "digits", "fact_qa", "kv_recall", "lm_tasks",
+            "markov_text", "matching_instances", "mixtures", "optim_problems", "reason_pairs",
+            "reward_tasks",
             "span_tasks")
 
 
@@ -53,6 +56,6 @@ def __getattr__(name: str):
   raise AttributeError(f"module 'jaxlab.data' has no attribute {name!r}")
 
 
-__all__ = ["Digits", "PreferenceData", "digit_pairs", "digits", "fact_qa", "kv_recall",
-           "lm_tasks", "load_digits", "markov_text", "matching_instances", "mixtures",
+__all__ = ["Digits", "PreferenceData", "digit_layouts", "digit_pairs", "digits", "fact_qa",
+           "kv_recall", "lm_tasks", "load_digits", "markov_text", "matching_instances", "mixtures",
            "optim_problems", "reason_pairs", "reward_tasks", "span_tasks"]

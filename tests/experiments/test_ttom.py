@@ -32,11 +32,11 @@ def check_smoke_results(out: pathlib.Path) -> None:
   assert len(tx.claims(saved)) == 4
 
 
-def _result(acc, iters=(40.0, 10.0), probe=0.2, seeds=2) -> dict:
+def _result(acc, iters=(40.0, 10.0), probe=0.2, seeds=2, guide_iou=0.2) -> dict:
   runs = []
   for s in range(seeds):
-    arms = {a: {"box_accuracy": acc[a][s], "iters_per_prompt": {"lora": iters[0],
-                                                                 "memory": iters[1]}.get(a, 0.0)}
+    arms = {a: {"box_accuracy": acc[a][s], "iou": {"lora": 0.3, "guidance": guide_iou}.get(a, 0.1),
+                "iters_per_prompt": {"lora": iters[0], "memory": iters[1]}.get(a, 0.0)}
             for a in tx.ARMS}
     runs.append({"arms": arms, "probe": {"iou_opt_steps": [0.05, probe]}, "layer": 1})
   return {"runs": runs, "config": {}}
@@ -54,4 +54,6 @@ def test_claims_on_hand_built_results():
   # memory halves the iterations but loses accuracy
   worse = dict(acc, memory=(0.2, 0.15))
   assert tx.claims(_result(worse))[3].held is False
+  # LoRA's box accuracy above guidance's, its attention-box IoU below: not ">="
+  assert tx.claims(_result(acc, guide_iou=0.5))[2].held is False
   assert tx.claims({"runs": []}) == []
