@@ -1690,6 +1690,42 @@ def distill_kac_docs() -> dict[str, str]:
   return quick_and_full("distill_kac", _distill_kac_report)
 
 
+def _ttom_report(record: dict) -> str:
+  from experiments import ttom as tx  # noqa: PLC0415 (claims and table)
+
+  c = record["config"]
+  runs = record["runs"]
+  strat = np.sum([r["arms"]["memory"]["strategies"] for r in runs], axis=0)
+  probe = np.array([r["probe"]["iou_opt_steps"] for r in runs])  # (S, L)
+  mid = np.array([r["probe"]["iou"][-1] for r in runs])  # (S, L) at t = T/2
+  return ("\n" + f"DiT width {c['d_model']}, {c['heads']} heads, {c['layers']} layers, "
+          f"{thousands(c['train_steps'])} training steps ({c['sample_steps']} DDPM steps, cosine "
+          f"betas capped at {c['max_beta']:g}); LoRA rank {c['rank']}, alpha {c['alpha']:g}, "
+          f"AdamW lr {c['lr']:g}, up to {c['iters']} iterations at each of the first "
+          f"{c['opt_steps']} steps, threshold {c['threshold']:g}; latent-guidance step "
+          f"{c['guidance_step']:g}; {c['prompts']} prompts from {c['types']} layout types "
+          f"(jitter {c['jitter']} patch steps), {c['per_prompt']} samples each; memory of "
+          f"{c['capacity']} entries, load only at similarity >= {c['load_sim']:g}, load + "
+          f"update at >= {c['update_sim']:g}; {c['seeds']} seed{'s' if c['seeds'] > 1 else ''}, "
+          f"{seconds(record['wall_time_s'])}; mean ± std over seeds. DiT loss "
+          f"{tx.pm([r['final_loss'] for r in runs])}; yardstick test accuracy "
+          f"{tx.pm([r['yardstick_test_accuracy'] for r in runs])}. Probe (attention-box IoU "
+          f"on noised real scenes; random pixels {tx.CHANCE_IOU:.3f}): per layer "
+          + ", ".join(f"{tx.pm(probe[:, i])}" for i in range(probe.shape[1]))
+          + " at the optimised steps' timesteps, "
+          + ", ".join(f"{tx.pm(mid[:, i])}" for i in range(mid.shape[1]))
+          + f" at t = {runs[0]['probe']['timesteps'][-1]}; LoRA layer(s) "
+          f"{[r['layer'] for r in runs]}. Memory strategies over all prompts: optimise "
+          f"{strat[0]}, load only {strat[1]}, load + update {strat[2]}.\n\n"
+          + table(tx.TABLE_HEAD, tx.table_rows(record)) + "\n\n"
+          + claims_table(tx.claims(record)) + "\n")
+
+
+@register("ttom")
+def ttom_docs() -> dict[str, str]:
+  return quick_and_full("ttom", _ttom_report)
+
+
 CONFIGS = {"full": dict(check=False)}
 
 
@@ -1722,39 +1758,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
   sys.exit(main())
-
-
-def _ttom_report(record: dict) -> str:
-  from experiments import ttom as tx  # noqa: PLC0415 (claims and table)
-
-  c = record["config"]
-  runs = record["runs"]
-  strat = np.sum([r["arms"]["memory"]["strategies"] for r in runs], axis=0)
-  probe = np.array([r["probe"]["iou_opt_steps"] for r in runs])  # (S, L)
-  mid = np.array([r["probe"]["iou"][-1] for r in runs])  # (S, L) at t = T/2
-  return ("\n" + f"DiT width {c['d_model']}, {c['heads']} heads, {c['layers']} layers, "
-          f"{thousands(c['train_steps'])} training steps ({c['sample_steps']} DDPM steps, cosine "
-          f"betas capped at {c['max_beta']:g}); LoRA rank {c['rank']}, alpha {c['alpha']:g}, "
-          f"AdamW lr {c['lr']:g}, up to {c['iters']} iterations at each of the first "
-          f"{c['opt_steps']} steps, threshold {c['threshold']:g}; latent-guidance step "
-          f"{c['guidance_step']:g}; {c['prompts']} prompts from {c['types']} layout types "
-          f"(jitter {c['jitter']} px), {c['per_prompt']} samples each; memory of "
-          f"{c['capacity']} entries, load only at similarity >= {c['load_sim']:g}, load + "
-          f"update at >= {c['update_sim']:g}; {c['seeds']} seed{'s' if c['seeds'] > 1 else ''}, "
-          f"{seconds(record['wall_time_s'])}; mean ± std over seeds. DiT loss "
-          f"{tx.pm([r['final_loss'] for r in runs])}; yardstick test accuracy "
-          f"{tx.pm([r['yardstick_test_accuracy'] for r in runs])}. Probe (attention-box IoU "
-          f"on noised real scenes; random pixels {tx.CHANCE_IOU:.3f}): per layer "
-          + ", ".join(f"{tx.pm(probe[:, i])}" for i in range(probe.shape[1]))
-          + " at the optimised steps' timesteps, "
-          + ", ".join(f"{tx.pm(mid[:, i])}" for i in range(mid.shape[1]))
-          + f" at t = {runs[0]['probe']['timesteps'][-1]}; LoRA layer(s) "
-          f"{[r['layer'] for r in runs]}. Memory strategies over all prompts: optimise "
-          f"{strat[0]}, load only {strat[1]}, load + update {strat[2]}.\n\n"
-          + table(tx.TABLE_HEAD, tx.table_rows(record)) + "\n\n"
-          + claims_table(tx.claims(record)) + "\n")
-
-
-@register("ttom")
-def ttom_docs() -> dict[str, str]:
-  return quick_and_full("ttom", _ttom_report)
