@@ -129,16 +129,17 @@ def test_lora_and_guidance_iterate_and_lower_the_loss(setup):
   cfg = ttom.TTOConfig(layer=1, loss_layers=(1,), rank=2, opt_steps=2, iters=3, lr=0.05,
                        threshold=0.0, guidance_iters=2)
   carry = ttom.init_carry(jax.random.key(0), net, cfg, cap, valid, tgt)
-  _, c = ddpm.sample(jax.random.key(1), net, sched, (2, 576), cond=cap,
-                     hook=ttom.make_hook(net, cfg, "lora"), hook_carry=carry)
+  lora_hook = ttom.make_hook(net, cfg, "lora")  # one hook object: one compile (static arg)
+  _, c = ddpm.sample(jax.random.key(1), net, sched, (2, 576), cond=cap, hook=lora_hook,
+                     hook_carry=carry)
   assert int(c.iters) == 6 and float(c.last_loss) < float(c.first_loss)
+  off = carry._replace(optimise=jnp.asarray(False))  # memory "load only": no iterations
+  _, c = ddpm.sample(jax.random.key(1), net, sched, (2, 576), cond=cap, hook=lora_hook,
+                     hook_carry=off)
+  assert int(c.iters) == 0
   _, c = ddpm.sample(jax.random.key(1), net, sched, (2, 576), cond=cap,
                      hook=ttom.make_hook(net, cfg, "guidance"), hook_carry=carry)
   assert int(c.iters) == 4
-  off = carry._replace(optimise=jnp.asarray(False))  # memory "load only": no iterations
-  _, c = ddpm.sample(jax.random.key(1), net, sched, (2, 576), cond=cap,
-                     hook=ttom.make_hook(net, cfg, "lora"), hook_carry=off)
-  assert int(c.iters) == 0
 
 
 def test_bad_input():
