@@ -363,15 +363,13 @@ def make_hook(net: Net, cfg: TTOConfig, mode: str):
     if mode == "guidance":
       def on(c):
         grad_x = jax.value_and_grad(lambda y: loss_of(net.params, y, t, c)[0])
-        l0, g0 = grad_x(x)
 
         def body(k, carry):  # z <- z - step * grad_z L  [C]
-          y, loss, g = carry
-          y = y - cfg.guidance_step * g
+          y, first = carry
           loss, g = grad_x(y)
-          return y, loss, g
+          return y - cfg.guidance_step * g, jnp.where(k == 0, loss, first)
 
-        y, _, _ = jax.lax.fori_loop(0, cfg.guidance_iters, body, (x, l0, g0))
+        y, l0 = jax.lax.fori_loop(0, cfg.guidance_iters, body, (x, jnp.zeros(())))
         loss, (eps, maps) = loss_of(net.params, y, t, c)
         c = c._replace(iters=c.iters + cfg.guidance_iters,
                        first_loss=jnp.where(i == 0, l0, c.first_loss),
@@ -385,30 +383,37 @@ def make_hook(net: Net, cfg: TTOConfig, mode: str):
 
     def on(c):
       vg = jax.value_and_grad(lora_loss, has_aux=True)
-      (l0, aux0), g0 = vg(c.lora, c)
 
       class Loop(NamedTuple):
         w: Any
         opt_state: Any
-        n: jax.Array
-        loss: jax.Array
-        aux: Any
-        grads: Any
-
-      def cond(s: Loop):  # up to `iters` updates, stop once below the threshold [C]
-        return c.optimise & (s.n < cfg.iters) & (s.loss >= cfg.threshold)
+        n: jax.Array  # updates made
+        k: jax.Array  # evaluations made
+        loss: jax.Array  # at the current adapters
+        first: jax.Array  # at the adapters this step started from
+        aux: Any  # (eps, maps) at the current adapters
+        done: jax.Array
 
       def body(s: Loop):
-        upd, opt_state = opt.update(s.grads, s.opt_state, s.w)
-        w = optax.apply_updates(s.w, upd)
-        (loss, aux), g = vg(w, c)
-        return Loop(w, opt_state, s.n + 1, loss, aux, g)
+        # one evaluation per pass (one copy of the backward graph): the loss, eps and maps at
+        # the current adapters, then an update unless stopped: up to `iters` updates, early
+        # stop once the loss is below the threshold [C]
+        (loss, aux), g = vg(s.w, c)
+        go = c.optimise & (s.n < cfg.iters) & (loss >= cfg.threshold)
+        upd, opt_state = opt.update(g, s.opt_state, s.w)
+        keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(go, a, b), new, old)
+        return Loop(keep(optax.apply_updates(s.w, upd), s.w), keep(opt_state, s.opt_state),
+                    s.n + go.astype(jnp.int32), s.k + 1, loss,
+                    jnp.where(s.k == 0, loss, s.first), aux, ~go)
 
-      s = jax.lax.while_loop(cond, body, Loop(c.lora, c.opt_state, jnp.zeros((), jnp.int32),
-                                              l0, aux0, g0))
+      zeros = (jnp.zeros_like(x), jnp.zeros_like(c.maps))
+      s = jax.lax.while_loop(lambda s: ~s.done, body,
+                             Loop(c.lora, c.opt_state, jnp.zeros((), jnp.int32),
+                                  jnp.zeros((), jnp.int32), jnp.zeros(()), jnp.zeros(()), zeros,
+                                  jnp.asarray(False)))
       eps, maps = s.aux
       c = c._replace(lora=s.w, opt_state=s.opt_state, iters=c.iters + s.n,
-                     first_loss=jnp.where(i == 0, l0, c.first_loss),
+                     first_loss=jnp.where(i == 0, s.first, c.first_loss),
                      last_loss=jnp.where(record, s.loss, c.last_loss),
                      maps=jnp.where(record, maps, c.maps))
       return x, eps, c
