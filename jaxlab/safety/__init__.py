@@ -1,0 +1,9 @@
+"""Safety, unlearning, verification and redaction methods (issue 20) on small language models.
+
+The papers work on pretrained LLMs; each module here implements the mechanism
+faithfully and shows it on a small model trained from scratch on synthetic data
+built so that the failure the paper fixes occurs; each module's docstring says
+what is the paper's and what is our stand-in.
+"""
+
+__all__ = []
