@@ -26,6 +26,8 @@ Modules:
   (uniform, clustered, digits L1, road graph).
 * :mod:`~jaxlab.data.span_tasks`: prompts answered by several independent spans, with
   gold plans (Planned Diffusion's format) and the plain answers.
+* :mod:`~jaxlab.data.kitchen`: a symbolic kitchen world (scenes, plans simulated state by
+  state, 12 Horn hazard rules with danger levels, goal conditions; VIRF's test bed).
 * :mod:`~jaxlab.data.optim_problems`: optimizer test problems (Rosenbrock, least
   squares, digits / MNIST / CIFAR-10 classification through ``tfds.data_source``).
 
@@ -40,7 +42,7 @@ import importlib
 from jaxlab.data.digits import Digits, load_digits
 from jaxlab.data.reason_pairs import PreferenceData
 
-_MODULES = ("digit_pairs", "digits", "fact_qa", "kv_recall", "lm_tasks", "markov_text",
+_MODULES = ("digit_pairs", "digits", "fact_qa", "kitchen", "kv_recall", "lm_tasks", "markov_text",
             "matching_instances", "mixtures", "optim_problems", "reason_pairs", "reward_tasks",
             "span_tasks")
 
@@ -53,6 +55,6 @@ def __getattr__(name: str):
   raise AttributeError(f"module 'jaxlab.data' has no attribute {name!r}")
 
 
-__all__ = ["Digits", "PreferenceData", "digit_pairs", "digits", "fact_qa", "kv_recall",
-           "lm_tasks", "load_digits", "markov_text", "matching_instances", "mixtures",
+__all__ = ["Digits", "PreferenceData", "digit_pairs", "digits", "fact_qa", "kitchen",
+           "kv_recall", "lm_tasks", "load_digits", "markov_text", "matching_instances", "mixtures",
            "optim_problems", "reason_pairs", "reward_tasks", "span_tasks"]

@@ -4,6 +4,12 @@ The papers work on pretrained LLMs; each module here implements the mechanism
 faithfully and shows it on a small model trained from scratch on synthetic data
 built so that the failure the paper fixes occurs; each module's docstring says
 what is the paper's and what is our stand-in.
+
+* :mod:`~jaxlab.safety.virf`: VIRF, a symbolic tutor that verifies plans state by state
+  against Horn hazard rules, explains each hazard (rule, causal chain, suggestion), and
+  the plan -> verify -> feedback -> replan loop with its metrics (HAR, GCR).
 """
 
-__all__ = []
+from jaxlab.safety import virf
+
+__all__ = ["virf"]
