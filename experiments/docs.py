@@ -1690,6 +1690,32 @@ def distill_kac_docs() -> dict[str, str]:
   return quick_and_full("distill_kac", _distill_kac_report)
 
 
+def _virf_report(record: dict) -> str:
+  from experiments import virf  # noqa: PLC0415 (the experiment's claims and table)
+
+  runs, c = record["runs"], record["config"]
+  unsafe = np.array([r["train_unsafe_share"] for r in runs])
+  flagged = np.array([r["train_flagged_share"] for r in runs])
+  status = {s: np.array([r["first_status"][s] for r in runs])
+            for s in ("SAFE", "WARNING", "UNSAFE", "UNKNOWN")}
+  return ("\n" + f"Planner {c['num_layers']} layers d = {c['d_model']} "
+          f"({thousands(c['steps'])} steps), {thousands(c['train_plans'])} plan rows and "
+          f"{thousands(c['repair_rows'])} unsafe plans in the repair set, "
+          f"{thousands(c['tasks'])} held-out tasks, at most {c['max_attempts']} plans per "
+          f"task, {c['seeds']} seeds, {seconds(record['wall_time_s'])}; mean ± std over "
+          "seeds:\n\n"
+          + table(virf.TABLE_HEAD, virf.table_rows(record)) + "\n\n"
+          + f"Training plans unsafe (all 12 rules): {pm(unsafe)}; flagged by the tutor (its "
+          f"10 rules): {pm(flagged)}. The planner's first plans, as the tutor rates them: "
+          + ", ".join(f"{k} {pm(v)}" for k, v in status.items()) + ".\n\n"
+          + claims_table(virf.claims(record)) + "\n")
+
+
+@register("virf")
+def virf_docs() -> dict[str, str]:
+  return quick_and_full("virf", _virf_report)
+
+
 CONFIGS = {"full": dict(check=False)}
 
 

@@ -42,8 +42,7 @@ Example:
   >>> goal_progress(task, sim.states[-1])        # share of goal conditions met
 
 References:
-  Our stand-in for the kitchen ontology of VIRF: "Verifiable Iterative Refinement
-  Framework for safe embodied planning" (VIRF), arXiv:2602.08373, 2026, code
+  Our stand-in for the kitchen ontology of VIRF, arXiv:2602.08373, ICLR 2026; code
   github.com/Sn0wm1an/VIRF (``agent_bench/verify_core``).
 """
 

@@ -41,8 +41,10 @@ Example:
   >>> v.status, [feedback(h, kitchen.tutor_rules(), plan) for h in v.hazards]
 
 References:
-  "VIRF: Verifiable Iterative Refinement Framework for safe embodied planning",
-  arXiv:2602.08373, 2026; code github.com/Sn0wm1an/VIRF (``agent_bench/verify_core``).
+  VIRF (verify, explain, repair for safe embodied planning), arXiv:2602.08373,
+  ICLR 2026; code github.com/Sn0wm1an/VIRF (``agent_bench/verify_core``). We worked
+  from the project's spec of the paper and code (docs/methods/virf.md says which parts
+  are the paper's [P], the code's [C] and ours).
 """
 
 from __future__ import annotations
