@@ -1702,8 +1702,9 @@ def _virf_report(record: dict) -> str:
           f"({thousands(c['steps'])} steps), {thousands(c['train_plans'])} plan rows and "
           f"{thousands(c['repair_rows'])} unsafe plans in the repair set, "
           f"{thousands(c['tasks'])} held-out tasks, at most {c['max_attempts']} plans per "
-          f"task, {c['seeds']} seeds, {seconds(record['wall_time_s'])}; mean ± std over "
-          "seeds:\n\n"
+          f"task, " + (f"{c['seeds']} seeds, {seconds(record['wall_time_s'])}; mean ± std "
+                       "over seeds:" if c["seeds"] > 1 else
+                       f"1 seed, {seconds(record['wall_time_s'])}:") + "\n\n"
           + table(virf.TABLE_HEAD, virf.table_rows(record)) + "\n\n"
           + f"Training plans unsafe (all 12 rules): {pm(unsafe)}; flagged by the tutor (its "
           f"10 rules): {pm(flagged)}. The planner's first plans, as the tutor rates them: "

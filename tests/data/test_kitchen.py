@@ -48,7 +48,7 @@ def test_simulation_warnings_and_errors():
 
 def test_support_facts_equal_the_reasoners_closure():
   rng = np.random.default_rng(0)
-  for _ in range(40):
+  for _ in range(20):
     task = K.sample_task(rng)
     plan, _ = K.sample_plan(rng, task, 0.5)
     for state in K.simulate(task, plan).states:
