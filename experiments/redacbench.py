@@ -35,6 +35,7 @@ import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
 import optax
+from flax import nnx
 
 from experiments.common import (
   Claim,
@@ -48,6 +49,7 @@ from experiments.common import (
 )
 from jaxlab.data import fact_texts as ft
 from jaxlab.models import transformer as tfm
+from jaxlab.nn import Net
 from jaxlab.safety import redacbench as rb
 from jaxlab.training import fit, minibatch_sampler
 
@@ -107,7 +109,9 @@ def make_programs(cfg: dict) -> dict:
   max_sentences = ft.max_sentences(cfg["max_people"])
   model_cfg = tfm.TransformerConfig(tok.vocab_size, cfg["d_model"], cfg["heads"], cfg["layers"],
                                     src_len + max_sentences + 3, positions="learned")
-  net = tfm.create(model_cfg, jax.random.key(0)).replace(params=None)
+  # the graph from an abstract module; parameters are initialized inside the program
+  net = Net.create(nnx.eval_shape(lambda: tfm.Transformer(model_cfg, rngs=nnx.Rngs(0)))
+                   ).replace(params=None)
 
   @jax.jit
   def train(key, tokens, mask):
