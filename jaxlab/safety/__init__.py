@@ -4,6 +4,12 @@ The papers work on pretrained LLMs; each module here implements the mechanism
 faithfully and shows it on a small model trained from scratch on synthetic data
 built so that the failure the paper fixes occurs; each module's docstring says
 what is the paper's and what is our stand-in.
+
+* :mod:`~jaxlab.safety.redacbench`: proposition-based Security and Utility of a redaction
+  (implied propositions by forward chaining, the exact inference judge, micro and per-text
+  pooling), keyword masking, one step of adversarial redaction and a learned rewriter.
 """
 
-__all__ = []
+from jaxlab.safety import redacbench
+
+__all__ = ["redacbench"]
