@@ -1690,6 +1690,31 @@ def distill_kac_docs() -> dict[str, str]:
   return quick_and_full("distill_kac", _distill_kac_report)
 
 
+def _redacbench_report(record: dict) -> str:
+  from experiments import redacbench  # noqa: PLC0415 (the experiment's claims and table)
+
+  c, runs = record["config"], record["runs"]
+  exact = [r["exact_match_once"] for r in runs]
+  people = (f"{c['min_people']}" if c["min_people"] == c["max_people"]
+            else f"{c['min_people']}-{c['max_people']}")
+  ex = runs[0]["example"]
+  example = "\n".join(f"* {name}: `{ex[name] or '(empty)'}`"
+                      for name in ["text", *redacbench.arm_names(c["passes"])])
+  return ("\n" + f"{people} people per text, {thousands(c['train'])} training texts, "
+          f"rewriter {c['layers']} layers d = {c['d_model']} ({thousands(c['steps'])} steps), "
+          f"{thousands(c['test'])} held-out texts, {c['seeds']} seeds, "
+          f"{seconds(record['wall_time_s'])}; mean ± std over seeds:\n\n"
+          + table(redacbench.TABLE_HEAD, redacbench.table_rows(record)) + "\n\n"
+          + f"The rewriter's single pass equals its target (the oracle step) on {pm(exact)} "
+          "of the held-out texts. One held-out text (seed 0) and what each redactor left:\n\n"
+          + example + "\n\n" + claims_table(redacbench.claims(record)) + "\n")
+
+
+@register("redacbench")
+def redacbench_docs() -> dict[str, str]:
+  return quick_and_full("redacbench", _redacbench_report)
+
+
 def _virf_report(record: dict) -> str:
   from experiments import virf  # noqa: PLC0415 (the experiment's claims and table)
 

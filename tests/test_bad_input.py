@@ -388,3 +388,22 @@ def test_distill_kac_rejects_non_finite_times_and_unknown_methods():
     dk.kac_sample(field, jnp.zeros((2, 1)), x, 4, T=float("nan"))
   with pytest.raises(ValueError, match="^method must"):
     dk.kac_sample(field, jnp.zeros((2, 1)), x, 4, method="heun")
+
+
+# --- RedacBench: a policy given as one string, an empty pool, over-long sources ------------------
+
+
+def test_redacbench_rejects_a_string_policy_empty_pools_and_long_sources():
+  from jaxlab.data import fact_texts as ft  # noqa: PLC0415
+  from jaxlab.safety import redacbench as rb  # noqa: PLC0415
+
+  # a string is an iterable of predicate names one character long: silently nothing sensitive
+  with pytest.raises(TypeError, match="Policy.sensitive must be a set of predicate names"):
+    rb.Policy("lives_in")
+  with pytest.raises(ValueError, match="confusions must not be empty"):
+    rb.pooled([], "text")
+  words = ft.render([("works_at", "p0", "c0"), ("lives_in", "p0", "t1")])
+  with pytest.raises(ValueError, match=r"sources\[0\] has 8 words > src_len=4"):
+    ft.encode_pairs(ft.tokenizer(), [words], None, 4, 0)
+  with pytest.raises(ValueError, match="stated predicate"):
+    ft.render([("in_city", "p0", "t1")])  # an implied predicate has no sentence

@@ -26,6 +26,8 @@ Modules:
   (uniform, clustered, digits L1, road graph).
 * :mod:`~jaxlab.data.span_tasks`: prompts answered by several independent spans, with
   gold plans (Planned Diffusion's format) and the plain answers.
+* :mod:`~jaxlab.data.fact_texts`: rendered fact texts whose Horn rules imply facts no
+  sentence states, with a sensitivity policy (RedacBench's test bed).
 * :mod:`~jaxlab.data.kitchen`: a symbolic kitchen world (scenes, plans simulated state by
   state, 12 Horn hazard rules with danger levels, goal conditions; VIRF's test bed).
 * :mod:`~jaxlab.data.optim_problems`: optimizer test problems (Rosenbrock, least
@@ -42,9 +44,9 @@ import importlib
 from jaxlab.data.digits import Digits, load_digits
 from jaxlab.data.reason_pairs import PreferenceData
 
-_MODULES = ("digit_pairs", "digits", "fact_qa", "kitchen", "kv_recall", "lm_tasks", "markov_text",
-            "matching_instances", "mixtures", "optim_problems", "reason_pairs", "reward_tasks",
-            "span_tasks")
+_MODULES = ("digit_pairs", "digits", "fact_qa", "fact_texts", "kitchen", "kv_recall",
+            "lm_tasks", "markov_text", "matching_instances", "mixtures", "optim_problems",
+            "reason_pairs", "reward_tasks", "span_tasks")
 
 
 def __getattr__(name: str):
@@ -55,6 +57,6 @@ def __getattr__(name: str):
   raise AttributeError(f"module 'jaxlab.data' has no attribute {name!r}")
 
 
-__all__ = ["Digits", "PreferenceData", "digit_pairs", "digits", "fact_qa", "kitchen",
+__all__ = ["Digits", "PreferenceData", "digit_pairs", "digits", "fact_qa", "fact_texts", "kitchen",
            "kv_recall", "lm_tasks", "load_digits", "markov_text", "matching_instances", "mixtures",
            "optim_problems", "reason_pairs", "reward_tasks", "span_tasks"]

@@ -5,11 +5,14 @@ faithfully and shows it on a small model trained from scratch on synthetic data
 built so that the failure the paper fixes occurs; each module's docstring says
 what is the paper's and what is our stand-in.
 
+* :mod:`~jaxlab.safety.redacbench`: proposition-based Security and Utility of a redaction
+  (implied propositions by forward chaining, the exact inference judge, micro and per-text
+  pooling), keyword masking, one step of adversarial redaction and a learned rewriter.
 * :mod:`~jaxlab.safety.virf`: VIRF, a symbolic tutor that verifies plans state by state
   against Horn hazard rules, explains each hazard (rule, causal chain, suggestion), and
   the plan -> verify -> feedback -> replan loop with its metrics (HAR, GCR).
 """
 
-from jaxlab.safety import virf
+from jaxlab.safety import redacbench, virf
 
-__all__ = ["virf"]
+__all__ = ["redacbench", "virf"]
