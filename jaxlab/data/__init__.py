@@ -30,6 +30,8 @@ Modules:
   sentence states, with a sensitivity policy (RedacBench's test bed).
 * :mod:`~jaxlab.data.kitchen`: a symbolic kitchen world (scenes, plans simulated state by
   state, 12 Horn hazard rules with danger levels, goal conditions; VIRF's test bed).
+* :mod:`~jaxlab.data.subtasks`: multi-subtask prompts with gold subtask spans and the
+  per-subtask grading (correct / mixed / wrong / omitted; ATA's test bed).
 * :mod:`~jaxlab.data.optim_problems`: optimizer test problems (Rosenbrock, least
   squares, digits / MNIST / CIFAR-10 classification through ``tfds.data_source``).
 
@@ -46,7 +48,7 @@ from jaxlab.data.reason_pairs import PreferenceData
 
 _MODULES = ("digit_pairs", "digits", "fact_qa", "fact_texts", "kitchen", "kv_recall",
             "lm_tasks", "markov_text", "matching_instances", "mixtures", "optim_problems",
-            "reason_pairs", "reward_tasks", "span_tasks")
+            "reason_pairs", "reward_tasks", "span_tasks", "subtasks")
 
 
 def __getattr__(name: str):
@@ -59,4 +61,4 @@ def __getattr__(name: str):
 
 __all__ = ["Digits", "PreferenceData", "digit_pairs", "digits", "fact_qa", "fact_texts", "kitchen",
            "kv_recall", "lm_tasks", "load_digits", "markov_text", "matching_instances", "mixtures",
-           "optim_problems", "reason_pairs", "reward_tasks", "span_tasks"]
+           "optim_problems", "reason_pairs", "reward_tasks", "span_tasks", "subtasks"]
