@@ -18,9 +18,11 @@ Per seed:
    ``|`` generated so far, in place of the score and its gate);
    then a sweep of alpha and of the head count k for ATA.
 
-Metrics: per-subtask exact match, and the shares of subtasks answered Mixed (another
-(op, digits) pair of the prompt), Wrong or Omitted (``jaxlab.data.subtasks.grade``); the
-in-distribution exact match at ``m = 2`` (direct) is recorded as a check of training.
+Metrics: per-subtask exact match (pooled and per subtask index), and the shares of
+subtasks answered Mixed (another (op, digits) pair of the prompt), Wrong or Omitted
+(``jaxlab.data.subtasks.grade``); the share of prompts whose score-chosen key ever moved
+past the first subtask; the in-distribution exact match at ``m = 2`` (direct) is recorded
+as a check of training.
 
 The paper (LLMs, real instructions) reports that ATA raises exact match and cuts Mixed and
 Wrong errors, and that random or misguided steering falls below direct. Spec-scale flags
@@ -91,9 +93,17 @@ def make_programs(cfg: dict) -> dict:
   return {"train": train, "net": net.replace(params=None)}
 
 
-def _rates(tests: st.TestSet, tokens: np.ndarray) -> dict:
-  cats = [c for ts, row in zip(tests.tasks, tokens, strict=True) for c in st.grade(ts, row)]
-  return {c: cats.count(c) / len(cats) for c in st.CATEGORIES}
+def _rates(tests: st.TestSet, tokens: np.ndarray, keys: np.ndarray | None = None) -> dict:
+  """Category shares over all subtasks, exact match per subtask index, and (given the
+  keys ATA used) the share of prompts whose key ever left the first subtask."""
+  graded = [st.grade(ts, row) for ts, row in zip(tests.tasks, tokens, strict=True)]
+  cats = [c for g in graded for c in g]
+  out = {c: cats.count(c) / len(cats) for c in st.CATEGORIES}
+  out["by_index"] = [float(np.mean([g[i] == "correct" for g in graded]))
+                     for i in range(len(graded[0]))]
+  if keys is not None:
+    out["key_moved"] = float(np.mean(keys.max(1) > 0))
+  return out
 
 
 def run_seed(seed: int, cfg: dict, prog: dict) -> dict:
@@ -114,7 +124,7 @@ def run_seed(seed: int, cfg: dict, prog: dict) -> dict:
   def decode(tests, heads, **kw):
     out = ata.generate(net, tests.prompts, tests.span_id, exclusive, heads, max_new=MAX_NEW,
                        num_spans=M_MAX, structure=ata.PARALLEL, **kw)
-    return _rates(tests, np.asarray(out.tokens))
+    return _rates(tests, np.asarray(out.tokens), np.asarray(out.keys))
 
   top = ata.select_heads(scores, cfg["heads"])
   rand = ata.random_heads(k_rand, shape, cfg["heads"])
@@ -192,11 +202,18 @@ def claims(result: dict) -> list[Claim]:
   return rows
 
 
-TABLE_HEAD = ["m", "arm", "exact match", "mixed", "wrong", "omitted"]
+TABLE_HEAD = ["m", "arm", "exact match", "mixed", "wrong", "omitted",
+              "exact match by subtask", "key moved"]
+
+
+def _by_index(result: dict, m, arm: str) -> str:
+  per = np.array([r["arms"][str(m)][arm]["by_index"] for r in result["runs"]], float)
+  return " / ".join(f"{v:.2f}" for v in per.mean(0))
 
 
 def table_rows(result: dict) -> list[list[str]]:
   return [[str(m), arm] + [pm(_g(result, m, arm, c)) for c in st.CATEGORIES]
+          + [_by_index(result, m, arm), pm(_g(result, m, arm, "key_moved"), ".2f")]
           for m in TEST_MS for arm in ARMS]
 
 

@@ -115,7 +115,7 @@ def dynamic_bias(span_id: jax.Array, key: jax.Array, exclusive: jax.Array, alpha
   Args:
     span_id: int ``(B, S)`` subtask of each key position (``-1``: none).
     key: int ``(B,)`` the active subtask (``-1``: none yet, no mask).
-    exclusive: bool ``(B, m, m)``.
+    exclusive: bool ``(B, m, m)`` or ``(m, m)``.
     alpha: the mask strength.
 
   Returns:
@@ -124,6 +124,7 @@ def dynamic_bias(span_id: jax.Array, key: jax.Array, exclusive: jax.Array, alpha
   _check_span_id(span_id)
   exclusive = jnp.asarray(exclusive, bool)
   m = exclusive.shape[-1]
+  exclusive = jnp.broadcast_to(exclusive, (span_id.shape[0], m, m))
   row = jnp.take_along_axis(exclusive, jnp.clip(key, 0, m - 1)[:, None, None], axis=1)[:, 0]
   hit = jnp.take_along_axis(row, jnp.clip(span_id, 0, m - 1), axis=1)
   on = (span_id >= 0) & hit & (key[:, None] >= 0)
