@@ -1742,6 +1742,30 @@ def virf_docs() -> dict[str, str]:
   return quick_and_full("virf", _virf_report)
 
 
+def _ata_report(record: dict) -> str:
+  from experiments import ata  # noqa: PLC0415 (the experiment's claims and tables)
+
+  runs, c = record["runs"], record["config"]
+  m2 = [r["in_dist_m2"] for r in runs]
+  return ("\n" + f"Model {c['num_layers']} layers x {c['num_heads']} heads, d = {c['d_model']} "
+          f"({thousands(c['steps'])} steps on {thousands(c['train_rows'])} rows with m in "
+          f"{{1, 2}}), {c['heads']} steered heads, {thousands(c['tests'])} test prompts per m, "
+          + (f"{c['seeds']} seeds, {seconds(record['wall_time_s'])}; mean ± std over seeds:"
+             if c["seeds"] > 1 else f"1 seed, {seconds(record['wall_time_s'])}:") + "\n\n"
+          + table(ata.TABLE_HEAD, ata.table_rows(record)) + "\n\n"
+          + f"In distribution (m = 2, direct) exact match: {pm(m2)}.\n\n"
+          + "ATA's exact match over alpha and over the number of steered heads k:\n\n"
+          + table(["m", "alpha", "exact match"], ata.sweep_rows(record, "alpha_sweep"))
+          + "\n\n"
+          + table(["m", "k", "exact match"], ata.sweep_rows(record, "head_sweep")) + "\n\n"
+          + claims_table(ata.claims(record)) + "\n")
+
+
+@register("ata")
+def ata_docs() -> dict[str, str]:
+  return quick_and_full("ata", _ata_report)
+
+
 CONFIGS = {"full": dict(check=False)}
 
 
