@@ -177,6 +177,12 @@ def test_generation_with_cache_matches_full_forward_reference():
   assert int(i2v.max()) < 16
   np.testing.assert_array_equal(i2v, lumos.generate_video(net, text, jax.random.key(1), lay,
                                                           pos, steps=3, first_frame=first, **kw))
+  # a partly known first frame: known tokens stay, [MASK] entries are generated
+  part = first.at[:, ::2].set(16)
+  out = lumos.generate_video(net, text, jax.random.key(1), lay, pos, steps=3, first_frame=part,
+                             **kw)
+  np.testing.assert_array_equal(out[:, 0, 1::2], first[:, 1::2])
+  assert int(out.max()) < 16
 
 
 def test_video_loss_and_ardf_attention():
