@@ -235,6 +235,18 @@ def _check_video(text: Any, video: Any, layout: VideoLayout, num_codes: int,
                      f"{jnp.shape(video)}")
 
 
+def _check_vocab(net: Any, num_codes: int, mask_id: int) -> None:
+  """The codes and the [MASK] id must be token ids of the network (an id past the
+  embedding would be read silently as garbage)."""
+  if not isinstance(net, Net):
+    raise TypeError(f"net must be a jaxlab.nn.Net holding a Transformer, got "
+                    f"{type(net).__name__}")
+  vocab = net.module().cfg.vocab_size
+  if num_codes > vocab or mask_id >= vocab:
+    raise ValueError(f"num_codes ({num_codes}) and mask_id ({mask_id}) must be token ids of "
+                     f"the network's vocab_size={vocab}")
+
+
 def _check_positions(positions: Any, layout: VideoLayout) -> None:
   shape = tuple(jnp.shape(positions))
   if len(shape) not in (1, 2) or shape[0] != layout.length:
@@ -281,9 +293,15 @@ def video_loss(net: Net, text: jax.Array, video: jax.Array, key: jax.Array,
     ``(loss, info)`` with ``info["loss/ce"]`` and ``info["loss/mask_ratio"]``.
   """
   _check_video(text, video, layout, num_codes, mask_id)
+  _check_vocab(net, num_codes, mask_id)
   _check_positions(positions, layout)
   if masking not in MASKINGS:
     raise ValueError(f"masking must be one of {tuple(MASKINGS)}, got {masking!r}")
+  for name, v in (("min_ratio", min_ratio), ("z_weight", z_weight)):
+    if isinstance(v, (int, float)) and not (v >= 0.0 and math.isfinite(v)
+                                            and (name != "min_ratio" or v <= 1.0)):
+      raise ValueError(f"{name} must be finite and >= 0{' and <= 1' * (name == 'min_ratio')},"
+                       f" got {v!r}")
   b = video.shape[0]
   if mask is None:
     m = jax.vmap(lambda k: MASKINGS[masking](k, layout, min_ratio))(jax.random.split(key, b))
@@ -313,6 +331,7 @@ def frame_cross_entropy(net: Net, text: jax.Array, video: jax.Array, layout: Vid
   masked and every earlier frame masked as it enters the cache at inference
   (:func:`history_mask`); later frames are invisible (AR-DF)."""
   _check_video(text, video, layout, num_codes, mask_id)
+  _check_vocab(net, num_codes, mask_id)
   _check_positions(positions, layout)
   if not isinstance(frame, int) or not 0 <= frame < layout.frames:
     raise ValueError(f"frame must be an int in 0..{layout.frames - 1}, got {frame!r}")
@@ -342,7 +361,9 @@ def later_frames_cross_entropy(net: Net, text: jax.Array, video: jax.Array,
   """:func:`frame_cross_entropy` of frames ``1..frames-1``, ``(B, frames - 1)``, in one
   program (vmapped over the frame)."""
   _check_video(text, video, layout, num_codes, mask_id)
+  _check_vocab(net, num_codes, mask_id)
   _check_positions(positions, layout)
+  history_mask(layout.tokens_per_frame, mask_history_ratio)  # validates the ratio
   return jax.vmap(lambda f: _frame_ce(net, text, video, positions, layout, f, num_codes,
                                       mask_id, float(mask_history_ratio)),
                   out_axes=-1)(jnp.arange(1, layout.frames))
@@ -413,6 +434,7 @@ def generate_video(net: Net, text: jax.Array, key: jax.Array, layout: VideoLayou
     int ``(B, frames, rows * cols)`` visual codes (unmasked).
   """
   _check_video(text, None, layout, num_codes, mask_id)
+  _check_vocab(net, num_codes, mask_id)
   _check_positions(positions, layout)
   n = layout.tokens_per_frame
   if not isinstance(steps, int) or not 1 <= steps <= n:
