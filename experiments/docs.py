@@ -1742,6 +1742,25 @@ def virf_docs() -> dict[str, str]:
   return quick_and_full("virf", _virf_report)
 
 
+def _lumos_report(record: dict) -> str:
+  from experiments import lumos as lx  # noqa: PLC0415 (claims and table)
+
+  c = record["config"]
+  return ("\n" + f"Transformer d_model {c['d_model']} (one head), {c['layers']} layers, RoPE base "
+          f"{g(c['rope_base'])}; {thousands(c['steps'])} Adam steps per arm, batch {c['batch']}, "
+          f"{thousands(c['train_videos'])} training videos; {c['test_videos']} held-out videos, "
+          f"{c['maskgit_steps']} MaskGIT rounds per frame; {c['seeds']} "
+          f"seed{'s' if c['seeds'] > 1 else ''}, {seconds(record['wall_time_s'])}; mean ± std "
+          "over seeds.\n\n"
+          + table(lx.TABLE_HEAD, lx.table_rows(record)) + "\n\n"
+          + claims_table(lx.claims(record)) + "\n")
+
+
+@register("lumos")
+def lumos_docs() -> dict[str, str]:
+  return quick_and_full("lumos", _lumos_report)
+
+
 def _ata_report(record: dict) -> str:
   from experiments import ata  # noqa: PLC0415 (the experiment's claims and tables)
 

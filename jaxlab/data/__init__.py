@@ -22,6 +22,8 @@ Modules:
   spurious feature (ReCouPLe's synthetic test bed, :class:`PreferenceData`).
 * :mod:`~jaxlab.data.digit_pairs`: digit-pair images with relational captions
   (Test-Time Matching's test bed).
+* :mod:`~jaxlab.data.moving_digits`: deterministic moving-digit videos and a lossless
+  2 x 2 patch tokenizer (Lumos-1's test bed).
 * :mod:`~jaxlab.data.matching_instances`: incremental-matching instances
   (uniform, clustered, digits L1, road graph).
 * :mod:`~jaxlab.data.span_tasks`: prompts answered by several independent spans, with
@@ -47,8 +49,9 @@ from jaxlab.data.digits import Digits, load_digits
 from jaxlab.data.reason_pairs import PreferenceData
 
 _MODULES = ("digit_pairs", "digits", "fact_qa", "fact_texts", "kitchen", "kv_recall",
-            "lm_tasks", "markov_text", "matching_instances", "mixtures", "optim_problems",
-            "reason_pairs", "reward_tasks", "span_tasks", "subtasks")
+            "lm_tasks", "markov_text", "matching_instances", "mixtures", "moving_digits",
+            "optim_problems", "reason_pairs", "reward_tasks", "span_tasks",
+            "subtasks")
 
 
 def __getattr__(name: str):
@@ -61,4 +64,5 @@ def __getattr__(name: str):
 
 __all__ = ["Digits", "PreferenceData", "digit_pairs", "digits", "fact_qa", "fact_texts", "kitchen",
            "kv_recall", "lm_tasks", "load_digits", "markov_text", "matching_instances", "mixtures",
-           "optim_problems", "reason_pairs", "reward_tasks", "span_tasks", "subtasks"]
+           "moving_digits", "optim_problems", "reason_pairs", "reward_tasks", "span_tasks",
+           "subtasks"]
