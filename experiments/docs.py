@@ -1690,6 +1690,99 @@ def distill_kac_docs() -> dict[str, str]:
   return quick_and_full("distill_kac", _distill_kac_report)
 
 
+def _redacbench_report(record: dict) -> str:
+  from experiments import redacbench  # noqa: PLC0415 (the experiment's claims and table)
+
+  c, runs = record["config"], record["runs"]
+  exact = [r["exact_match_once"] for r in runs]
+  people = (f"{c['min_people']}" if c["min_people"] == c["max_people"]
+            else f"{c['min_people']}-{c['max_people']}")
+  ex = runs[0]["example"]
+  example = "\n".join(f"* {name}: `{ex[name] or '(empty)'}`"
+                      for name in ["text", *redacbench.arm_names(c["passes"])])
+  return ("\n" + f"{people} people per text, {thousands(c['train'])} training texts, "
+          f"rewriter {c['layers']} layers d = {c['d_model']} ({thousands(c['steps'])} steps), "
+          f"{thousands(c['test'])} held-out texts, {c['seeds']} seeds, "
+          f"{seconds(record['wall_time_s'])}; mean ± std over seeds:\n\n"
+          + table(redacbench.TABLE_HEAD, redacbench.table_rows(record)) + "\n\n"
+          + f"The rewriter's single pass equals its target (the oracle step) on {pm(exact)} "
+          "of the held-out texts. One held-out text (seed 0) and what each redactor left:\n\n"
+          + example + "\n\n" + claims_table(redacbench.claims(record)) + "\n")
+
+
+@register("redacbench")
+def redacbench_docs() -> dict[str, str]:
+  return quick_and_full("redacbench", _redacbench_report)
+
+
+def _virf_report(record: dict) -> str:
+  from experiments import virf  # noqa: PLC0415 (the experiment's claims and table)
+
+  runs, c = record["runs"], record["config"]
+  unsafe = np.array([r["train_unsafe_share"] for r in runs])
+  flagged = np.array([r["train_flagged_share"] for r in runs])
+  status = {s: np.array([r["first_status"][s] for r in runs])
+            for s in ("SAFE", "WARNING", "UNSAFE", "UNKNOWN")}
+  return ("\n" + f"Planner {c['num_layers']} layers d = {c['d_model']} "
+          f"({thousands(c['steps'])} steps), {thousands(c['train_plans'])} plan rows and "
+          f"{thousands(c['repair_rows'])} unsafe plans in the repair set, "
+          f"{thousands(c['tasks'])} held-out tasks, at most {c['max_attempts']} plans per "
+          f"task, " + (f"{c['seeds']} seeds, {seconds(record['wall_time_s'])}; mean ± std "
+                       "over seeds:" if c["seeds"] > 1 else
+                       f"1 seed, {seconds(record['wall_time_s'])}:") + "\n\n"
+          + table(virf.TABLE_HEAD, virf.table_rows(record)) + "\n\n"
+          + f"Training plans unsafe (all 12 rules): {pm(unsafe)}; flagged by the tutor (its "
+          f"10 rules): {pm(flagged)}. The planner's first plans, as the tutor rates them: "
+          + ", ".join(f"{k} {pm(v)}" for k, v in status.items()) + ".\n\n"
+          + claims_table(virf.claims(record)) + "\n")
+
+
+@register("virf")
+def virf_docs() -> dict[str, str]:
+  return quick_and_full("virf", _virf_report)
+
+
+def _lumos_report(record: dict) -> str:
+  from experiments import lumos as lx  # noqa: PLC0415 (claims and table)
+
+  c = record["config"]
+  return ("\n" + f"Transformer d_model {c['d_model']} (one head), {c['layers']} layers, RoPE base "
+          f"{g(c['rope_base'])}; {thousands(c['steps'])} Adam steps per arm, batch {c['batch']}, "
+          f"{thousands(c['train_videos'])} training videos; {c['test_videos']} held-out videos, "
+          f"{c['maskgit_steps']} MaskGIT rounds per frame; {c['seeds']} "
+          f"seed{'s' if c['seeds'] > 1 else ''}, {seconds(record['wall_time_s'])}; mean ± std "
+          "over seeds.\n\n"
+          + table(lx.TABLE_HEAD, lx.table_rows(record)) + "\n\n"
+          + claims_table(lx.claims(record)) + "\n")
+
+
+@register("lumos")
+def lumos_docs() -> dict[str, str]:
+  return quick_and_full("lumos", _lumos_report)
+
+
+def _ata_report(record: dict) -> str:
+  from experiments import ata  # noqa: PLC0415 (the experiment's claims and tables)
+
+  runs, c = record["runs"], record["config"]
+  m2 = [r["in_dist_m2"] for r in runs]
+  return ("\n" + f"Model {c['num_layers']} layers x {c['num_heads']} heads, d = {c['d_model']} "
+          f"({thousands(c['steps'])} steps on {thousands(c['train_rows'])} rows with m in "
+          f"{{1, 2}}), {c['heads']} steered heads, {thousands(c['tests'])} test prompts per m, "
+          + (f"{c['seeds']} seeds, {seconds(record['wall_time_s'])}; mean ± std over seeds:"
+             if c["seeds"] > 1 else f"1 seed, {seconds(record['wall_time_s'])}:") + "\n\n"
+          + table(ata.TABLE_HEAD, ata.table_rows(record)) + "\n\n"
+          + f"In distribution (m = 2, direct) exact match: {pm(m2)}.\n\n"
+          + "ATA's exact match over alpha and over the number of steered heads k:\n\n"
+          + table(["m", "alpha", "exact match"], ata.sweep_rows(record, "alpha_sweep"))
+          + "\n\n"
+          + table(["m", "k", "exact match"], ata.sweep_rows(record, "head_sweep")) + "\n\n"
+          + claims_table(ata.claims(record)) + "\n")
+
+
+@register("ata")
+def ata_docs() -> dict[str, str]:
+  return quick_and_full("ata", _ata_report)
 def _ttom_report(record: dict) -> str:
   from experiments import ttom as tx  # noqa: PLC0415 (claims and table)
 

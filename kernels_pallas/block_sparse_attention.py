@@ -63,7 +63,6 @@ References:
 from __future__ import annotations
 
 import functools
-import math
 from typing import Any, NamedTuple
 
 import jax
@@ -74,11 +73,13 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 from jax.experimental.pallas import triton as plt
 
+from kernels_pallas import _checks
+
 # Score of a hidden key: finite, so a row with nothing visible yet keeps m = MASK and every
 # exp stays finite (exp(MASK - MASK) = 1 is then zeroed by the visibility mask).
 MASK = float(-0.7 * np.finfo(np.float32).max)
 MIN_BLOCK = 16  # Triton's tl.dot needs >= 16 rows/columns; Mosaic tiles bf16 by 16 rows
-DTYPES = (jnp.float32, jnp.bfloat16)
+DTYPES = _checks.ATTENTION_DTYPES
 
 
 class SoftmaxCarry(NamedTuple):
@@ -136,21 +137,9 @@ def _check_block(name: str, b: Any, n: int, n_name: str, kernel: bool) -> None:
 
 
 def _check_args(q, k, v, block_mask, block_q, block_k, causal, scale, *, kernel: bool) -> None:
-  for name, x in (("q", q), ("k", k), ("v", v), ("block_mask", block_mask)):
-    if not hasattr(x, "shape") or not hasattr(x, "dtype"):
-      raise TypeError(f"{name} must be an array, got {type(x).__name__}")
-  if q.ndim != 4:
-    raise ValueError(f"q must have shape (B, H, T, D), got {tuple(q.shape)}")
-  b, h, t, d = q.shape
-  if k.ndim != 4 or k.shape[:2] != (b, h) or k.shape[3] != d:
-    raise ValueError(f"k must have shape ({b}, {h}, S, {d}) for q of shape {tuple(q.shape)}, "
-                     f"got {tuple(k.shape)}")
-  if v.shape != k.shape:
-    raise ValueError(f"v must have the shape of k {tuple(k.shape)}, got {tuple(v.shape)}")
-  if q.dtype not in DTYPES or k.dtype != q.dtype or v.dtype != q.dtype:
-    raise TypeError(f"q, k and v must share one dtype, float32 or bfloat16, got {q.dtype}, "
-                    f"{k.dtype} and {v.dtype}")
-  s = k.shape[2]
+  _checks.check_arrays(q=q, k=k, v=v, block_mask=block_mask)
+  b, h, _ = _checks.check_keys_values(q, k, v, "(B, H, T, D)")
+  t, s = q.shape[2], k.shape[2]
   _check_block("block_q", block_q, t, "T", kernel)
   _check_block("block_k", block_k, s, "S", kernel)
   if block_mask.dtype != jnp.bool_:
@@ -162,17 +151,7 @@ def _check_args(q, k, v, block_mask, block_q, block_k, causal, scale, *, kernel:
                      f"S // block_k = {nk}), got {ms}")
   if not isinstance(causal, bool):
     raise TypeError(f"causal must be a bool, got {causal!r}")
-  if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))):
-    raise TypeError(f"scale must be None or a Python float (static), got {scale!r}")
-
-
-def _check_interpret(interpret: Any) -> None:
-  if not isinstance(interpret, (bool, pltpu.InterpretParams)):
-    raise TypeError(f"interpret must be a bool or a pltpu.InterpretParams, got {interpret!r}")
-
-
-def _scale(scale, d: int) -> float:
-  return 1.0 / math.sqrt(d) if scale is None else float(scale)
+  _checks.check_scale(scale)
 
 
 # ----------------------------------------------------------------------------
@@ -215,7 +194,7 @@ def block_sparse_attention_reference(q, k, v, block_mask, *, block_q: int, block
   """
   _check_args(q, k, v, block_mask, block_q, block_k, causal, scale, kernel=False)
   return _reference(q, k, v, block_mask, block_q=int(block_q), block_k=int(block_k),
-                    causal=causal, scale=_scale(scale, q.shape[3]))
+                    causal=causal, scale=_checks.attention_scale(scale, q.shape[3]))
 
 
 # ----------------------------------------------------------------------------
@@ -412,9 +391,9 @@ def block_sparse_attention_pallas(q, k, v, block_mask, *, block_q: int, block_k:
     ``jax.grad`` differentiates it through the reference (dense) backward pass.
   """
   _check_args(q, k, v, block_mask, block_q, block_k, causal, scale, kernel=True)
-  _check_interpret(interpret)
+  _checks.check_interpret(interpret)
   return _pallas_vjp(q, k, v, block_mask, int(block_q), int(block_k), causal,
-                     _scale(scale, q.shape[3]), interpret)
+                     _checks.attention_scale(scale, q.shape[3]), interpret)
 
 
 def block_sparse_attention(q, k, v, block_mask, *, block_q: int, block_k: int,

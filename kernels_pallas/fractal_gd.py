@@ -44,6 +44,8 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 from jax.experimental.pallas import triton as plt
 
+from kernels_pallas import _checks
+
 RUNNING, CONVERGED, DIVERGED = 0, 1, 2
 
 
@@ -210,8 +212,7 @@ def _check_kernel_args(u, v, block, interpret):
     raise TypeError(f"block must be an int, got {block!r}")
   if block <= 0 or block & (block - 1):
     raise ValueError(f"block must be a power of two, got {block}")
-  if not isinstance(interpret, (bool, pltpu.InterpretParams)):
-    raise TypeError(f"interpret must be a bool or a pltpu.InterpretParams, got {interpret!r}")
+  _checks.check_interpret(interpret)
 
 
 def gd_grid_pallas(u, v, y, lam, eta, tol, bound, *, max_steps: int, block: int = 256,

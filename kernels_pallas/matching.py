@@ -49,6 +49,7 @@ from jax.experimental.pallas import tpu as pltpu
 from jax.experimental.pallas import triton as plt
 
 from jaxlab.core.rng import hash_bits
+from kernels_pallas import _checks
 
 BIG = np.int32(2**30)
 NONE = np.int32(-(2**31))  # the priority key of a row without an admissible server
@@ -260,8 +261,7 @@ def _check_blocks(block_rows, block_cols, interpret):
     # Powers of two for Triton; (8, 128) tiles for Mosaic.
     if b < lo or b & (b - 1):
       raise ValueError(f"{name} must be a power of two >= {lo}, got {b}")
-  if not isinstance(interpret, (bool, pltpu.InterpretParams)):
-    raise TypeError(f"interpret must be a bool or a pltpu.InterpretParams, got {interpret!r}")
+  _checks.check_interpret(interpret)
 
 
 def round_proposals_pallas(dist, y_r, y_s, eligible, valid, row_ids, level, scale0, key_words,

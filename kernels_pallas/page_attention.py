@@ -63,7 +63,6 @@ References:
 from __future__ import annotations
 
 import functools
-import math
 from typing import Any, NamedTuple
 
 import jax
@@ -74,53 +73,26 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 from jax.experimental.pallas import triton as plt
 
+from kernels_pallas import _checks
+
 MASK = float(-0.7 * np.finfo(np.float32).max)  # a hidden score: finite, so exp stays finite
 MIN_PAGE = 16  # Mosaic's bfloat16 row tile (float32: 8); Triton sizes are powers of two
-DTYPES = (jnp.float32, jnp.bfloat16)
+DTYPES = _checks.ATTENTION_DTYPES
 
 
 # ----------------------------------------------------------------------------
 # Argument checks (static: shapes, dtypes, Python values).
 
 
-def _is_array(x) -> bool:
-  return hasattr(x, "shape") and hasattr(x, "dtype")
-
-
 def _check_scores_args(q, kmax, kmin) -> None:
-  for name, x in (("q", q), ("kmax", kmax), ("kmin", kmin)):
-    if not _is_array(x):
-      raise TypeError(f"{name} must be an array, got {type(x).__name__}")
-  if q.ndim != 3:
-    raise ValueError(f"q must have shape (B, H, D), got {tuple(q.shape)}")
-  b, h, d = q.shape
-  if kmax.ndim != 4 or kmax.shape[:2] != (b, h) or kmax.shape[3] != d:
-    raise ValueError(f"kmax must have shape ({b}, {h}, P, {d}), got {tuple(kmax.shape)}")
-  if kmin.shape != kmax.shape:
-    raise ValueError(f"kmin must have the shape of kmax {tuple(kmax.shape)}, got "
-                     f"{tuple(kmin.shape)}")
-  if q.dtype not in DTYPES or kmax.dtype != q.dtype or kmin.dtype != q.dtype:
-    raise TypeError(f"q, kmax and kmin must share one dtype, float32 or bfloat16, got "
-                    f"{q.dtype}, {kmax.dtype} and {kmin.dtype}")
+  _checks.check_arrays(q=q, kmax=kmax, kmin=kmin)
+  _checks.check_keys_values(q, kmax, kmin, "(B, H, D)", k_name="kmax", v_name="kmin")
 
 
 def _check_attention_args(q, k, v, pages, count, length, page_size, scale, *,
                           kernel: bool) -> None:
-  for name, x in (("q", q), ("k", k), ("v", v), ("pages", pages), ("count", count),
-                  ("length", length)):
-    if not _is_array(x):
-      raise TypeError(f"{name} must be an array, got {type(x).__name__}")
-  if q.ndim != 3:
-    raise ValueError(f"q must have shape (B, H, D), got {tuple(q.shape)}")
-  b, h, d = q.shape
-  if k.ndim != 4 or k.shape[:2] != (b, h) or k.shape[3] != d:
-    raise ValueError(f"k must have shape ({b}, {h}, S, {d}) for q of shape {tuple(q.shape)}, "
-                     f"got {tuple(k.shape)}")
-  if v.shape != k.shape:
-    raise ValueError(f"v must have the shape of k {tuple(k.shape)}, got {tuple(v.shape)}")
-  if q.dtype not in DTYPES or k.dtype != q.dtype or v.dtype != q.dtype:
-    raise TypeError(f"q, k and v must share one dtype, float32 or bfloat16, got {q.dtype}, "
-                    f"{k.dtype} and {v.dtype}")
+  _checks.check_arrays(q=q, k=k, v=v, pages=pages, count=count, length=length)
+  b, h, _ = _checks.check_keys_values(q, k, v, "(B, H, D)")
   if isinstance(page_size, bool) or not isinstance(page_size, (int, np.integer)):
     raise TypeError(f"page_size must be an int, got {page_size!r}")
   s = k.shape[2]
@@ -139,13 +111,7 @@ def _check_attention_args(q, k, v, pages, count, length, page_size, scale, *,
   if tuple(length.shape) != () or not jnp.issubdtype(length.dtype, jnp.integer):
     raise ValueError(f"length must be an int scalar array, got {length.dtype} "
                      f"{tuple(length.shape)}")
-  if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))):
-    raise TypeError(f"scale must be None or a Python float (static), got {scale!r}")
-
-
-def _check_interpret(interpret: Any) -> None:
-  if not isinstance(interpret, (bool, pltpu.InterpretParams)):
-    raise TypeError(f"interpret must be a bool or a pltpu.InterpretParams, got {interpret!r}")
+  _checks.check_scale(scale)
 
 
 def _check_use_kernel(use_kernel: Any) -> None:
@@ -153,8 +119,6 @@ def _check_use_kernel(use_kernel: Any) -> None:
     raise TypeError(f"use_kernel must be a bool or None, got {use_kernel!r}")
 
 
-def _scale(scale, d: int) -> float:
-  return 1.0 / math.sqrt(d) if scale is None else float(scale)
 
 
 def _pow2(n: int, least: int = 1) -> int:
@@ -257,7 +221,7 @@ def page_scores_pallas(q, kmax, kmin, *, interpret: bool | pltpu.InterpretParams
   variant in Pallas' interpreter, a ``pltpu.InterpretParams`` the TPU variant.
   """
   _check_scores_args(q, kmax, kmin)
-  _check_interpret(interpret)
+  _checks.check_interpret(interpret)
   return _scores_pallas(q, kmax, kmin, interpret=interpret)
 
 
@@ -334,7 +298,7 @@ def page_attention_reference(q, k, v, pages, count, length, *, page_size: int,
   _check_attention_args(q, k, v, pages, count, length, page_size, scale, kernel=False)
   return _attention_reference(q, k, v, pages.astype(jnp.int32), count.astype(jnp.int32),
                               length.astype(jnp.int32), page_size=int(page_size),
-                              scale=_scale(scale, q.shape[2]))
+                              scale=_checks.attention_scale(scale, q.shape[2]))
 
 
 class _Carry(NamedTuple):
@@ -492,9 +456,9 @@ def page_attention_pallas(q, k, v, pages, count, length, *, page_size: int,
   variant in Pallas' interpreter, a ``pltpu.InterpretParams`` the TPU variant.
   """
   _check_attention_args(q, k, v, pages, count, length, page_size, scale, kernel=True)
-  _check_interpret(interpret)
+  _checks.check_interpret(interpret)
   return _attention_pallas(q, k, v, pages, count, length, page_size=int(page_size),
-                           scale=_scale(scale, q.shape[2]), interpret=interpret)
+                           scale=_checks.attention_scale(scale, q.shape[2]), interpret=interpret)
 
 
 def page_attention(q, k, v, pages, count, length, *, page_size: int,
@@ -511,13 +475,13 @@ def page_attention(q, k, v, pages, count, length, *, page_size: int,
   if kv_layout not in ("bhsd", "bshd"):
     raise ValueError(f"kv_layout must be 'bhsd' or 'bshd', got {kv_layout!r}")
   head_major = lambda x: x if kv_layout == "bhsd" else x.swapaxes(1, 2)
-  if kv_layout == "bshd" and not all(_is_array(x) and x.ndim == 4 for x in (k, v)):
+  if kv_layout == "bshd" and not all(_checks.is_array(x) and x.ndim == 4 for x in (k, v)):
     raise ValueError("k and v must be (B, S, H, D) arrays for kv_layout='bshd'")
   shape_of = lambda x: jax.ShapeDtypeStruct(head_major(x).shape, x.dtype)
   _check_attention_args(q, shape_of(k), shape_of(v), pages, count, length, page_size, scale,
                         kernel=use_kernel is not False)
   _check_use_kernel(use_kernel)
-  kw = dict(page_size=int(page_size), scale=_scale(scale, q.shape[2]))
+  kw = dict(page_size=int(page_size), scale=_checks.attention_scale(scale, q.shape[2]))
   args = (q, k, v, pages.astype(jnp.int32), count.astype(jnp.int32), length.astype(jnp.int32))
 
   def kernel(q, k, v, *rest):

@@ -388,3 +388,45 @@ def test_distill_kac_rejects_non_finite_times_and_unknown_methods():
     dk.kac_sample(field, jnp.zeros((2, 1)), x, 4, T=float("nan"))
   with pytest.raises(ValueError, match="^method must"):
     dk.kac_sample(field, jnp.zeros((2, 1)), x, 4, method="heun")
+
+
+# --- RedacBench: a policy given as one string, an empty pool, over-long sources ------------------
+
+
+def test_redacbench_rejects_a_string_policy_empty_pools_and_long_sources():
+  from jaxlab.data import fact_texts as ft  # noqa: PLC0415
+  from jaxlab.safety import redacbench as rb  # noqa: PLC0415
+
+  # a string is an iterable of predicate names one character long: silently nothing sensitive
+  with pytest.raises(TypeError, match="Policy.sensitive must be a set of predicate names"):
+    rb.Policy("lives_in")
+  with pytest.raises(ValueError, match="confusions must not be empty"):
+    rb.pooled([], "text")
+  words = ft.render([("works_at", "p0", "c0"), ("lives_in", "p0", "t1")])
+  with pytest.raises(ValueError, match=r"sources\[0\] has 8 words > src_len=4"):
+    ft.encode_pairs(ft.tokenizer(), [words], None, 4, 0)
+  with pytest.raises(ValueError, match="stated predicate"):
+    ft.render([("in_city", "p0", "t1")])  # an implied predicate has no sentence
+
+
+# --- lumos: ids outside the network's vocabulary, mask ratios out of range --------------------
+
+def test_lumos_rejects_ids_outside_the_vocab_and_bad_ratios():
+  from jaxlab.generative import lumos  # noqa: PLC0415
+  from jaxlab.models.transformer import TransformerConfig, create  # noqa: PLC0415
+
+  lay = lumos.VideoLayout(text_len=1, frames=2, rows=1, cols=2)
+  net = create(TransformerConfig(vocab_size=8, d_model=32, num_heads=1, num_layers=1,
+                                 seq_len=lay.length), jax.random.key(0))
+  pos, key = lumos.flat_position_ids(lay), jax.random.key(1)
+  text, video = jnp.zeros((1, 1), jnp.int32), jnp.zeros((1, 2, 2), jnp.int32)
+  with pytest.raises(ValueError, match="vocab_size=8"):  # [MASK] = 8 is past the embedding
+    lumos.generate_video(net, text, key, lay, pos, num_codes=8, mask_id=8, steps=2)
+  with pytest.raises(ValueError, match="^min_ratio"):
+    lumos.video_loss(net, text, video, key, lay, pos, num_codes=4, mask_id=4, min_ratio=1.5)
+  with pytest.raises(ValueError, match="^z_weight"):
+    lumos.video_loss(net, text, video, key, lay, pos, num_codes=4, mask_id=4,
+                     z_weight=float("nan"))
+  with pytest.raises(ValueError, match="^mask_history_ratio"):
+    lumos.later_frames_cross_entropy(net, text, video, lay, pos, num_codes=4, mask_id=4,
+                                     mask_history_ratio=float("nan"))

@@ -14,7 +14,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 FOUNDATION = ("jaxlab.core", "jaxlab.quant")  # leaf numerics: keys, checks, float formats
 SHARED = ("jaxlab.nn", "jaxlab.training", "jaxlab.data", "jaxlab.envs")
 METHODS = ("jaxlab.optim", "jaxlab.matching", "jaxlab.rl", "jaxlab.dynamics",
-           "jaxlab.preference", "jaxlab.lm", "jaxlab.inference", "jaxlab.generative")
+           "jaxlab.preference", "jaxlab.lm", "jaxlab.inference", "jaxlab.generative",
+           "jaxlab.safety")
 # package -> the jaxlab packages it may import (besides itself)
 ALLOWED = {
     "jaxlab.core": (),

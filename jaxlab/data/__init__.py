@@ -24,10 +24,18 @@ Modules:
   (Test-Time Matching's test bed).
 * :mod:`~jaxlab.data.digit_layouts`: 1-2 digits in boxes on a canvas, captions naming the
   digits, layout types and prompt streams (TTOM's test bed).
+* :mod:`~jaxlab.data.moving_digits`: deterministic moving-digit videos and a lossless
+  2 x 2 patch tokenizer (Lumos-1's test bed).
 * :mod:`~jaxlab.data.matching_instances`: incremental-matching instances
   (uniform, clustered, digits L1, road graph).
 * :mod:`~jaxlab.data.span_tasks`: prompts answered by several independent spans, with
   gold plans (Planned Diffusion's format) and the plain answers.
+* :mod:`~jaxlab.data.fact_texts`: rendered fact texts whose Horn rules imply facts no
+  sentence states, with a sensitivity policy (RedacBench's test bed).
+* :mod:`~jaxlab.data.kitchen`: a symbolic kitchen world (scenes, plans simulated state by
+  state, 12 Horn hazard rules with danger levels, goal conditions; VIRF's test bed).
+* :mod:`~jaxlab.data.subtasks`: multi-subtask prompts with gold subtask spans and the
+  per-subtask grading (correct / mixed / wrong / omitted; ATA's test bed).
 * :mod:`~jaxlab.data.optim_problems`: optimizer test problems (Rosenbrock, least
   squares, digits / MNIST / CIFAR-10 classification through ``tfds.data_source``).
 
@@ -42,10 +50,10 @@ import importlib
 from jaxlab.data.digits import Digits, load_digits
 from jaxlab.data.reason_pairs import PreferenceData
 
-_MODULES = ("digit_layouts", "digit_pairs", "digits", "fact_qa", "kv_recall", "lm_tasks",
-            "markov_text", "matching_instances", "mixtures", "optim_problems", "reason_pairs",
-            "reward_tasks",
-            "span_tasks")
+_MODULES = ("digit_layouts", "digit_pairs", "digits", "fact_qa", "fact_texts", "kitchen",
+            "kv_recall", "lm_tasks", "markov_text", "matching_instances", "mixtures",
+            "moving_digits", "optim_problems", "reason_pairs", "reward_tasks", "span_tasks",
+            "subtasks")
 
 
 def __getattr__(name: str):
@@ -57,5 +65,6 @@ def __getattr__(name: str):
 
 
 __all__ = ["Digits", "PreferenceData", "digit_layouts", "digit_pairs", "digits", "fact_qa",
-           "kv_recall", "lm_tasks", "load_digits", "markov_text", "matching_instances", "mixtures",
-           "optim_problems", "reason_pairs", "reward_tasks", "span_tasks"]
+           "fact_texts", "kitchen", "kv_recall", "lm_tasks", "load_digits", "markov_text",
+           "matching_instances", "mixtures", "moving_digits", "optim_problems", "reason_pairs",
+           "reward_tasks", "span_tasks", "subtasks"]

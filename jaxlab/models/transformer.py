@@ -17,8 +17,9 @@ What a method can reach, per call of :meth:`Transformer.forward`:
 
 * ``positions``: RoPE positions as an array, ``(..., T)`` or ``(..., T, A)`` for
   ``A``-axis RoPE (``TransformerConfig.rope_sections`` splits the rotary pairs
-  among the axes, as video models' 3-axis RoPE does); default ``0..T-1`` (after
-  the cache's length when decoding).
+  among the axes, as video models' 3-axis RoPE does; ``TransformerConfig.rope_axes``
+  instead names the axis of every rotary pair, e.g. Lumos-1's interleaved MM-RoPE);
+  default ``0..T-1`` (after the cache's length when decoding).
 * ``mask`` (bool, True = attend) and ``bias`` (additive), each broadcastable to
   ``(batch, heads, T, S)``, combined with the causal mask (``causal=False``
   drops it: bidirectional or block-bidirectional attention given by ``mask``).
@@ -105,6 +106,7 @@ class TransformerConfig:
   positions: str = "rope"  # "rope", "learned" (GPT-2; TREC's setting) or "none"
   rope_base: float = 10_000.0  # RoPE frequency base
   rope_sections: tuple[int, ...] | None = None  # rotary pairs per position axis (sum: head_dim/2)
+  rope_axes: tuple[int, ...] | None = None  # position axis of each rotary pair (head_dim/2 ints)
   num_experts: int = 0  # 0: dense MLPs; > 0: every layer's MLP is a mixture of experts
   experts_per_token: int = 2  # top-k routing (capped at num_experts)
   renormalize_gates: bool = True  # top-k gates sum to 1 (Mixtral); False: raw router probs
@@ -132,6 +134,15 @@ class TransformerConfig:
           or sum(self.rope_sections) != self.head_dim // 2):
         raise ValueError(f"rope_sections must be positive ints summing to head_dim / 2 = "
                          f"{self.head_dim // 2}, got {self.rope_sections!r}")
+      if self.rope_axes is not None:
+        if self.rope_sections is not None:
+          raise ValueError("give rope_sections or rope_axes, not both")
+        axes = self.rope_axes
+        if (not isinstance(axes, tuple) or len(axes) != self.head_dim // 2
+            or not all(isinstance(a, int) and not isinstance(a, bool) and a >= 0 for a in axes)
+            or set(axes) != set(range(max(axes) + 1))):
+          raise ValueError(f"rope_axes must be a tuple of head_dim / 2 = {self.head_dim // 2} "
+                           f"ints naming axes 0..A-1 (each used), got {axes!r}")
     if self.context_dim is not None and (not isinstance(self.context_dim, int)
                                          or self.context_dim < 1):
       raise ValueError(f"context_dim must be a positive int or None, got {self.context_dim!r}")
@@ -139,6 +150,15 @@ class TransformerConfig:
   @property
   def head_dim(self) -> int:
     return self.d_model // self.num_heads
+
+  @property
+  def rope_num_axes(self) -> int | None:
+    """Number of position axes of multi-axis RoPE (None: 1-D positions)."""
+    if self.rope_sections is not None:
+      return len(self.rope_sections)
+    if self.rope_axes is not None:
+      return max(self.rope_axes) + 1
+    return None
 
 
 class KVCache(struct.PyTreeNode):
@@ -180,23 +200,35 @@ def init_cache(cfg: TransformerConfig, batch: int, max_len: int,
 
 # ---------------------------------------------------------------- pieces
 def rope(x: jax.Array, positions: jax.Array, base: float = 10_000.0,
-         sections: tuple[int, ...] | None = None) -> jax.Array:
+         sections: tuple[int, ...] | None = None,
+         axes: tuple[int, ...] | None = None) -> jax.Array:
   """Rotary position embedding of ``x (..., T, H, D)`` at ``positions``.
 
   ``positions`` is ``(..., T)``, or ``(..., T, A)`` with ``sections`` (ints summing
-  to ``D / 2``) giving how many rotary pairs each of the ``A`` axes drives. Pair
+  to ``D / 2``) giving how many rotary pairs each of the ``A`` axes drives (contiguous:
+  the first ``sections[0]`` pairs follow axis 0, ...), or with ``axes`` (``D / 2`` ints)
+  naming the axis of every pair (any interleaving, e.g. Lumos-1's MM-RoPE). Pair
   ``i`` has frequency ``base ** (-2 i / D)`` and pairs dimension ``i`` with
   ``i + D / 2`` (the "rotate half" layout).
   """
   d = x.shape[-1]
   inv_freq = base ** (-jnp.arange(0, d, 2, dtype=jnp.float32) / d)  # (D/2,)
   pos = jnp.asarray(positions, jnp.float32)
-  if sections is None:
+  if sections is not None and axes is not None:
+    raise ValueError("give sections or axes, not both")
+  if sections is None and axes is None:
     angle = pos[..., None] * inv_freq  # (..., T, D/2)
   else:
-    if pos.shape[-1] != len(sections):
-      raise ValueError(f"positions has {pos.shape[-1]} axes, rope_sections {len(sections)}")
-    axis = np.repeat(np.arange(len(sections)), sections)  # position axis of each pair
+    if axes is None:
+      axis = np.repeat(np.arange(len(sections)), sections)  # position axis of each pair
+    else:
+      axis = np.asarray(axes)
+      if axis.shape != (d // 2,):
+        raise ValueError(f"axes must name the axis of each of the {d // 2} pairs, got "
+                         f"{len(axis)}")
+    if pos.shape[-1] != int(axis.max()) + 1:
+      raise ValueError(f"positions has {pos.shape[-1]} axes, the rope layout "
+                       f"{int(axis.max()) + 1}")
     angle = jnp.take(pos, axis, axis=-1) * inv_freq
   cos, sin = jnp.cos(angle)[..., None, :], jnp.sin(angle)[..., None, :]  # over heads
   x1, x2 = x[..., : d // 2], x[..., d // 2:]
@@ -258,6 +290,7 @@ class CausalSelfAttention(nnx.Module):
     self.rope = cfg.positions == "rope"
     self.rope_base = cfg.rope_base
     self.rope_sections = cfg.rope_sections
+    self.rope_axes = cfg.rope_axes
     self.qkv = _linear(cfg.d_model, 3 * cfg.d_model, rngs)
     self.out = _linear(cfg.d_model, cfg.d_model, rngs)
 
@@ -267,8 +300,8 @@ class CausalSelfAttention(nnx.Module):
                         axis=2)
     q, k, v = q[:, :, 0], k[:, :, 0], v[:, :, 0]
     if self.rope:
-      q = rope(q, ctx.positions, self.rope_base, self.rope_sections)
-      k = rope(k, ctx.positions, self.rope_base, self.rope_sections)
+      q = rope(q, ctx.positions, self.rope_base, self.rope_sections, self.rope_axes)
+      k = rope(k, ctx.positions, self.rope_base, self.rope_sections, self.rope_axes)
     new_kv = None
     if cache is not None:  # (k_all, v_all, length): write this call's keys at `length`
       k_all, v_all, length = cache
@@ -449,10 +482,10 @@ class Transformer(nnx.Module):
       if cache is None and t > cfg.seq_len:
         raise ValueError(f"tokens has length {t}, more than seq_len={cfg.seq_len}")
       x = x + (self.pos[...][:t] if cache is None else jnp.take(self.pos[...], slots, axis=0))
+    n_axes = cfg.rope_num_axes
     if positions is None:
-      positions = slots if cfg.rope_sections is None else jnp.repeat(
-          slots[:, None], len(cfg.rope_sections), axis=1)
-    elif jnp.ndim(positions) > (1 if cfg.rope_sections is None else 2):  # batched positions
+      positions = slots if n_axes is None else jnp.repeat(slots[:, None], n_axes, axis=1)
+    elif jnp.ndim(positions) > (1 if n_axes is None else 2):  # batched positions
       positions = jnp.asarray(positions).reshape(-1, *jnp.shape(positions)[len(lead):])
     key_slots = jnp.arange(s)
     full = None
