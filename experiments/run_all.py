@@ -104,6 +104,7 @@ ENTRIES: list[Entry] = [
     Entry("DistillKac", "distill_kac", "arXiv:2509.21513"),
     Entry("RedacBench", "redacbench", "arXiv:2603.20208"),
     Entry("VIRF", "virf", "arXiv:2602.08373"),
+    Entry("TRU", "tru", "arXiv:2603.09980"),
 ]
 
 

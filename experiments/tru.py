@@ -73,15 +73,15 @@ LEAK_MAX = 0.1  # TRU "refuses" where its leak accuracy is at most this
 CONFIGS = {
     "smoke": dict(seeds=1, entities=8, domains=2, relations=1, values=4, d_model=16,
                   num_heads=2, num_layers=1, pretrain_steps=4, unlearn_steps=2, batch=16,
-                  retain_batch=8, lr=3e-3, unlearn_lr=3e-3, alphas=(0.1, 0.3, 1.0), lam=1.0,
+                  retain_batch=8, lr=3e-3, unlearn_lr=1e-3, alphas=(0.1, 0.3, 1.0), lam=1.0,
                   beta=0.1),
     "quick": dict(seeds=1, entities=24, domains=4, relations=2, values=12, d_model=64,
-                  num_heads=4, num_layers=2, pretrain_steps=1200, unlearn_steps=120,
-                  batch=64, retain_batch=32, lr=3e-3, unlearn_lr=3e-3,
+                  num_heads=4, num_layers=2, pretrain_steps=800, unlearn_steps=150,
+                  batch=64, retain_batch=16, lr=3e-3, unlearn_lr=1e-3,
                   alphas=(0.1, 0.3, 1.0), lam=1.0, beta=0.1),
     "full": dict(seeds=3, entities=32, domains=4, relations=2, values=16, d_model=64,
-                 num_heads=4, num_layers=2, pretrain_steps=2500, unlearn_steps=150, batch=64,
-                 retain_batch=32, lr=3e-3, unlearn_lr=3e-3, alphas=(0.1, 0.3, 1.0), lam=1.0,
+                 num_heads=4, num_layers=2, pretrain_steps=2000, unlearn_steps=150, batch=64,
+                 retain_batch=32, lr=3e-3, unlearn_lr=1e-3, alphas=(0.1, 0.3, 1.0), lam=1.0,
                  beta=0.1),
 }
 
@@ -248,13 +248,13 @@ def run_seed(seed: int, cfg: dict, progs: dict) -> dict:
   times["unlearn"] = time.time()
   arms = {"base": evaluate(prog["net"].replace(params=params0), data)}
   for i, name in enumerate(arm_names(cfg)):
-    arms[name] = evaluate(prog["net"].replace(params=jax.tree.map(lambda x: x[i], params)),
-                          data)
+    arm_params = jax.tree.map(lambda x, i=i: x[i], params)
+    arms[name] = evaluate(prog["net"].replace(params=arm_params), data)
     arms[name]["final_loss"] = float(np.asarray(losses)[i, -1])
   times["evaluate"] = time.time()
   stages = ("start", "pretrain", "unlearn", "evaluate")
   return {"seed": seed, "arms": arms,
-          "seconds": {b: times[b] - times[a] for a, b in zip(stages, stages[1:])},
+          "seconds": {b: times[b] - times[a] for a, b in zip(stages[:-1], stages[1:], strict=True)},
           "pretrain_loss": float(np.mean(np.asarray(pre_losses)[-50:]))}
 
 

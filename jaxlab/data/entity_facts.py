@@ -44,8 +44,9 @@ import numpy as np
 
 from jaxlab.data.lm_tasks import BOS, EOS, PAD, SEP, Tokenizer
 
-__all__ = ["ANSWER", "IDK", "PROMPT", "ROW", "TEMPLATES", "EntityWorld", "classify", "domain_word", "encode",
-           "entity_word", "make_world", "question", "tokenizer", "tru_target", "value_word"]
+__all__ = ["ANSWER", "IDK", "PROMPT", "ROW", "TEMPLATES", "EntityWorld", "classify",
+           "domain_word", "encode", "entity_word", "make_world", "question", "tokenizer",
+           "tru_target", "value_word"]
 
 TEMPLATES = ("A", "B")
 PROMPT = 6  # PAD.. BOS <up to 4 question words> SEP
