@@ -1752,7 +1752,8 @@ def _tru_report(record: dict) -> str:
   examples = "\n".join(f"* {arm}: D_u in B `{ex[arm]['forget_B']['examples'][0] or '(empty)'}`, "
                        f"held-out `{ex[arm]['heldout_A']['examples'][0] or '(empty)'}`, retain "
                        f"`{ex[arm]['retain_A']['examples'][0] or '(empty)'}`"
-                       for arm in ("base", "ga", "graddiff", "npo", "idk", mid, "tru_no_ga"))
+                       for arm in ("base", "ga", "graddiff", "npo", "idk", mid, "tru_no_ga",
+                                   "tru_no_ascent"))
   return ("\n" + f"{c['entities']} entities in {c['domains']} domains, {c['relations']} "
           f"relations, {c['values']} values; model {c['num_layers']} layers d = {c['d_model']} "
           f"({thousands(c['pretrain_steps'])} pretraining steps, final loss {pm(pre)}), "

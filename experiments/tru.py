@@ -20,7 +20,9 @@ Per seed:
    (beta = 0.1, with the retain NLL), ``idk`` ("I don't know" SFT + retain NLL), ``tru``
    (target loss on ``think e in d0 ; d0 restricted /think refuse ask d1`` + alpha GradDiff)
    for every alpha in ``alphas``, ``tru_no_reason`` (the response only) and ``tru_no_ga``
-   (the target loss alone), both at ``alpha`` (the middle of the sweep);
+   (the target loss alone), both at ``alpha`` (the middle of the sweep), and a diagnostic
+   of ours, ``tru_no_ascent`` (the target loss and GradDiff's retain half, alpha * lambda
+   times the retain NLL, without the ascent on the forget facts);
 5. greedy decoding (``jaxlab.models.decoding.generate``) of every question: leak accuracy
    (the true value word in the output) on D_u in A, D_u in B and held-out d0 entities
    (both templates); the shares of well-formed answers, well-formed refusals and degenerate
@@ -87,7 +89,8 @@ CONFIGS = {
 
 
 def arm_names(cfg: dict) -> list[str]:
-  return [*BASELINES, *(f"tru_a{a:g}" for a in cfg["alphas"]), "tru_no_reason", "tru_no_ga"]
+  return [*BASELINES, *(f"tru_a{a:g}" for a in cfg["alphas"]), "tru_no_reason", "tru_no_ga",
+          "tru_no_ascent"]
 
 
 def _middle_alpha(cfg: dict) -> float:
@@ -103,6 +106,7 @@ def arm_weights(cfg: dict) -> tuple[np.ndarray, list[str]]:
     rows[f"tru_a{a:g}"] = ((a, a * lam, 0, 1), "tru")
   rows["tru_no_reason"] = ((mid, mid * lam, 0, 1), "no_reason")
   rows["tru_no_ga"] = ((0, 0, 0, 1), "tru")
+  rows["tru_no_ascent"] = ((0, mid * lam, 0, 1), "tru")  # diagnostic: GradDiff's retain half
   names = arm_names(cfg)
   return np.array([rows[n][0] for n in names], np.float32), [rows[n][1] for n in names]
 

@@ -57,6 +57,7 @@ def test_arm_weights():
   assert row["ga"] == [1, 0, 0, 0] and row["graddiff"] == [1, 1, 0, 0]
   assert row["npo"] == [0, 1, 1, 0] and row["idk"] == [0, 1, 0, 1]
   assert np.allclose(row["tru_a0.3"], [0.3, 0.3, 0, 1]) and row["tru_no_ga"] == [0, 0, 0, 1]
+  assert np.allclose(row["tru_no_ascent"], [0, 0.3, 0, 1])
   assert dict(zip(names, kinds, strict=True))["tru_no_reason"] == "no_reason"
 
 
