@@ -546,16 +546,18 @@ def save_figure(fig, out: str, name: str, dpi: int = 120) -> str:
   return name
 
 
-def save_digit_grid(rows: dict, out: str, name: str, title: str, *, height: float = 0.9) -> str:
+def save_digit_grid(rows: dict, out: str, name: str, title: str, *, height: float = 0.9,
+                    shape: tuple[int, int] = (8, 8)) -> str:
   """One row of 8 x 8 digit images per entry of ``rows`` (label -> flat 64-pixel images in
-  ``[-1, 1]``, clipped), labelled on the left, saved as ``out/name`` (returns ``name``)."""
+  ``[-1, 1]``, clipped), labelled on the left, saved as ``out/name`` (returns ``name``).
+  ``shape``: the images' height and width (default 8 x 8 digits; TTOM's canvases 24 x 24)."""
   import matplotlib.pyplot as plt  # noqa: PLC0415 (matplotlib only where figures are drawn)
 
   cols = max((len(xs) for xs in rows.values()), default=1)
   fig, axes = plt.subplots(len(rows), cols, figsize=(8, height * len(rows)), squeeze=False)
   for i, (label, xs) in enumerate(rows.items()):
     for j, x in enumerate(xs):
-      axes[i, j].imshow(np.clip(np.reshape(x, (8, 8)), -1, 1), cmap="gray_r", vmin=-1, vmax=1)
+      axes[i, j].imshow(np.clip(np.reshape(x, shape), -1, 1), cmap="gray_r", vmin=-1, vmax=1)
       axes[i, j].set_xticks([])
       axes[i, j].set_yticks([])
     axes[i, 0].set_ylabel(label, fontsize=6, rotation=0, ha="right", va="center")

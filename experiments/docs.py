@@ -1742,6 +1742,83 @@ def virf_docs() -> dict[str, str]:
   return quick_and_full("virf", _virf_report)
 
 
+def _lumos_report(record: dict) -> str:
+  from experiments import lumos as lx  # noqa: PLC0415 (claims and table)
+
+  c = record["config"]
+  return ("\n" + f"Transformer d_model {c['d_model']} (one head), {c['layers']} layers, RoPE base "
+          f"{g(c['rope_base'])}; {thousands(c['steps'])} Adam steps per arm, batch {c['batch']}, "
+          f"{thousands(c['train_videos'])} training videos; {c['test_videos']} held-out videos, "
+          f"{c['maskgit_steps']} MaskGIT rounds per frame; {c['seeds']} "
+          f"seed{'s' if c['seeds'] > 1 else ''}, {seconds(record['wall_time_s'])}; mean ± std "
+          "over seeds.\n\n"
+          + table(lx.TABLE_HEAD, lx.table_rows(record)) + "\n\n"
+          + claims_table(lx.claims(record)) + "\n")
+
+
+@register("lumos")
+def lumos_docs() -> dict[str, str]:
+  return quick_and_full("lumos", _lumos_report)
+
+
+def _ata_report(record: dict) -> str:
+  from experiments import ata  # noqa: PLC0415 (the experiment's claims and tables)
+
+  runs, c = record["runs"], record["config"]
+  m2 = [r["in_dist_m2"] for r in runs]
+  return ("\n" + f"Model {c['num_layers']} layers x {c['num_heads']} heads, d = {c['d_model']} "
+          f"({thousands(c['steps'])} steps on {thousands(c['train_rows'])} rows with m in "
+          f"{{1, 2}}), {c['heads']} steered heads, {thousands(c['tests'])} test prompts per m, "
+          + (f"{c['seeds']} seeds, {seconds(record['wall_time_s'])}; mean ± std over seeds:"
+             if c["seeds"] > 1 else f"1 seed, {seconds(record['wall_time_s'])}:") + "\n\n"
+          + table(ata.TABLE_HEAD, ata.table_rows(record)) + "\n\n"
+          + f"In distribution (m = 2, direct) exact match: {pm(m2)}.\n\n"
+          + "ATA's exact match over alpha and over the number of steered heads k:\n\n"
+          + table(["m", "alpha", "exact match"], ata.sweep_rows(record, "alpha_sweep"))
+          + "\n\n"
+          + table(["m", "k", "exact match"], ata.sweep_rows(record, "head_sweep")) + "\n\n"
+          + claims_table(ata.claims(record)) + "\n")
+
+
+@register("ata")
+def ata_docs() -> dict[str, str]:
+  return quick_and_full("ata", _ata_report)
+def _ttom_report(record: dict) -> str:
+  from experiments import ttom as tx  # noqa: PLC0415 (claims and table)
+
+  c = record["config"]
+  runs = record["runs"]
+  strat = np.sum([r["arms"]["memory"]["strategies"] for r in runs], axis=0)
+  probe = np.array([r["probe"]["iou_opt_steps"] for r in runs])  # (S, L)
+  mid = np.array([r["probe"]["iou"][-1] for r in runs])  # (S, L) at t = T/2
+  return ("\n" + f"DiT width {c['d_model']}, {c['heads']} heads, {c['layers']} layers, "
+          f"{thousands(c['train_steps'])} training steps ({c['sample_steps']} DDPM steps, cosine "
+          f"betas capped at {c['max_beta']:g}); LoRA rank {c['rank']}, alpha {c['alpha']:g}, "
+          f"AdamW lr {c['lr']:g}, up to {c['iters']} iterations at each of the first "
+          f"{c['opt_steps']} steps, threshold {c['threshold']:g}; latent-guidance step "
+          f"{c['guidance_step']:g}; {c['prompts']} prompts from {c['types']} layout types "
+          f"(jitter {c['jitter']} patch steps), {c['per_prompt']} samples each; memory of "
+          f"{c['capacity']} entries, load only at similarity >= {c['load_sim']:g}, load + "
+          f"update at >= {c['update_sim']:g}; {c['seeds']} seed{'s' if c['seeds'] > 1 else ''}, "
+          f"{seconds(record['wall_time_s'])}; mean ± std over seeds. DiT loss "
+          f"{tx.pm([r['final_loss'] for r in runs])}; yardstick test accuracy "
+          f"{tx.pm([r['yardstick_test_accuracy'] for r in runs])}. Probe (attention-box IoU "
+          f"on noised real scenes; random pixels {tx.CHANCE_IOU:.3f}): per layer "
+          + ", ".join(f"{tx.pm(probe[:, i])}" for i in range(probe.shape[1]))
+          + " at the optimised steps' timesteps, "
+          + ", ".join(f"{tx.pm(mid[:, i])}" for i in range(mid.shape[1]))
+          + f" at t = {runs[0]['probe']['timesteps'][-1]}; LoRA layer(s) "
+          f"{[r['layer'] for r in runs]}. Memory strategies over all prompts: optimise "
+          f"{strat[0]}, load only {strat[1]}, load + update {strat[2]}.\n\n"
+          + table(tx.TABLE_HEAD, tx.table_rows(record)) + "\n\n"
+          + claims_table(tx.claims(record)) + "\n")
+
+
+@register("ttom")
+def ttom_docs() -> dict[str, str]:
+  return quick_and_full("ttom", _ttom_report)
+
+
 def _tru_report(record: dict) -> str:
   from experiments import tru  # noqa: PLC0415 (the experiment's claims and table)
 

@@ -102,8 +102,11 @@ ENTRIES: list[Entry] = [
     Entry("Planned Diffusion", "planned_diffusion", "arXiv:2510.18087"),
     Entry("FastFlow", "fastflow", "arXiv:2602.11105"),
     Entry("DistillKac", "distill_kac", "arXiv:2509.21513"),
+    Entry("Lumos-1", "lumos", "arXiv:2507.08801"),
     Entry("RedacBench", "redacbench", "arXiv:2603.20208"),
     Entry("VIRF", "virf", "arXiv:2602.08373"),
+    Entry("ATA", "ata", "OpenReview wwA0X3UfAn"),
+    Entry("TTOM", "ttom", "Qu et al., arXiv:2510.07940"),
     Entry("TRU", "tru", "arXiv:2603.09980"),
 ]
 

@@ -407,3 +407,26 @@ def test_redacbench_rejects_a_string_policy_empty_pools_and_long_sources():
     ft.encode_pairs(ft.tokenizer(), [words], None, 4, 0)
   with pytest.raises(ValueError, match="stated predicate"):
     ft.render([("in_city", "p0", "t1")])  # an implied predicate has no sentence
+
+
+# --- lumos: ids outside the network's vocabulary, mask ratios out of range --------------------
+
+def test_lumos_rejects_ids_outside_the_vocab_and_bad_ratios():
+  from jaxlab.generative import lumos  # noqa: PLC0415
+  from jaxlab.models.transformer import TransformerConfig, create  # noqa: PLC0415
+
+  lay = lumos.VideoLayout(text_len=1, frames=2, rows=1, cols=2)
+  net = create(TransformerConfig(vocab_size=8, d_model=32, num_heads=1, num_layers=1,
+                                 seq_len=lay.length), jax.random.key(0))
+  pos, key = lumos.flat_position_ids(lay), jax.random.key(1)
+  text, video = jnp.zeros((1, 1), jnp.int32), jnp.zeros((1, 2, 2), jnp.int32)
+  with pytest.raises(ValueError, match="vocab_size=8"):  # [MASK] = 8 is past the embedding
+    lumos.generate_video(net, text, key, lay, pos, num_codes=8, mask_id=8, steps=2)
+  with pytest.raises(ValueError, match="^min_ratio"):
+    lumos.video_loss(net, text, video, key, lay, pos, num_codes=4, mask_id=4, min_ratio=1.5)
+  with pytest.raises(ValueError, match="^z_weight"):
+    lumos.video_loss(net, text, video, key, lay, pos, num_codes=4, mask_id=4,
+                     z_weight=float("nan"))
+  with pytest.raises(ValueError, match="^mask_history_ratio"):
+    lumos.later_frames_cross_entropy(net, text, video, lay, pos, num_codes=4, mask_id=4,
+                                     mask_history_ratio=float("nan"))

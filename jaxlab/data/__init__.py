@@ -22,6 +22,10 @@ Modules:
   spurious feature (ReCouPLe's synthetic test bed, :class:`PreferenceData`).
 * :mod:`~jaxlab.data.digit_pairs`: digit-pair images with relational captions
   (Test-Time Matching's test bed).
+* :mod:`~jaxlab.data.digit_layouts`: 1-2 digits in boxes on a canvas, captions naming the
+  digits, layout types and prompt streams (TTOM's test bed).
+* :mod:`~jaxlab.data.moving_digits`: deterministic moving-digit videos and a lossless
+  2 x 2 patch tokenizer (Lumos-1's test bed).
 * :mod:`~jaxlab.data.matching_instances`: incremental-matching instances
   (uniform, clustered, digits L1, road graph).
 * :mod:`~jaxlab.data.span_tasks`: prompts answered by several independent spans, with
@@ -33,6 +37,8 @@ Modules:
 * :mod:`~jaxlab.data.entity_facts`: entity facts in two templates grouped in domains, with
   reasoning-trace and "I don't know" unlearning targets and an output classifier (TRU's
   test bed).
+* :mod:`~jaxlab.data.subtasks`: multi-subtask prompts with gold subtask spans and the
+  per-subtask grading (correct / mixed / wrong / omitted; ATA's test bed).
 * :mod:`~jaxlab.data.optim_problems`: optimizer test problems (Rosenbrock, least
   squares, digits / MNIST / CIFAR-10 classification through ``tfds.data_source``).
 
@@ -47,9 +53,10 @@ import importlib
 from jaxlab.data.digits import Digits, load_digits
 from jaxlab.data.reason_pairs import PreferenceData
 
-_MODULES = ("digit_pairs", "digits", "entity_facts", "fact_qa", "fact_texts", "kitchen", "kv_recall",
-            "lm_tasks", "markov_text", "matching_instances", "mixtures", "optim_problems",
-            "reason_pairs", "reward_tasks", "span_tasks")
+_MODULES = ("digit_layouts", "digit_pairs", "digits", "entity_facts", "fact_qa",
+            "fact_texts", "kitchen", "kv_recall", "lm_tasks", "markov_text",
+            "matching_instances", "mixtures", "moving_digits", "optim_problems",
+            "reason_pairs", "reward_tasks", "span_tasks", "subtasks")
 
 
 def __getattr__(name: str):
@@ -60,6 +67,7 @@ def __getattr__(name: str):
   raise AttributeError(f"module 'jaxlab.data' has no attribute {name!r}")
 
 
-__all__ = ["Digits", "PreferenceData", "digit_pairs", "digits", "entity_facts", "fact_qa", "fact_texts", "kitchen",
-           "kv_recall", "lm_tasks", "load_digits", "markov_text", "matching_instances", "mixtures",
-           "optim_problems", "reason_pairs", "reward_tasks", "span_tasks"]
+__all__ = ["Digits", "PreferenceData", "digit_layouts", "digit_pairs", "digits",
+           "entity_facts", "fact_qa", "fact_texts", "kitchen", "kv_recall", "lm_tasks",
+           "load_digits", "markov_text", "matching_instances", "mixtures", "moving_digits",
+           "optim_problems", "reason_pairs", "reward_tasks", "span_tasks", "subtasks"]

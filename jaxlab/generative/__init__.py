@@ -12,8 +12,15 @@ yardstick :mod:`jaxlab.models.sample_quality`.
   hook of the shared sampler), velocity-space CFG and endpoint-only staged distillation.
 * :mod:`~jaxlab.generative.nets`: the time-conditioned MLP velocity field both experiments
   train.
+* :mod:`~jaxlab.generative.ttom`: TTOM's test-time optimisation of LoRA adapters toward a
+  layout (JSD between cross-attention maps and Gaussian box targets) as a hook of the DDPM
+  sampler, its memory of adapters (LFU eviction), latent guidance, and a tiny DiT.
+* :mod:`~jaxlab.generative.lumos`: Lumos-1's autoregressive video generation on the
+  toolkit transformer: MM-RoPE (interleaved t / h / w rotary pairs, positions scaled by the
+  tokenizer's strides), AR-DF attention, tube masking and per-frame MaskGIT decoding with a
+  partially masked history.
 """
 
-from jaxlab.generative import distill_kac, fastflow, nets
+from jaxlab.generative import distill_kac, fastflow, lumos, nets, ttom
 
-__all__ = ["distill_kac", "fastflow", "nets"]
+__all__ = ["distill_kac", "fastflow", "lumos", "nets", "ttom"]

@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import jax
@@ -206,7 +206,7 @@ class EpsMLP(nnx.Module):
 
 
 def per_sample_eps_error(net: Net, schedule: Schedule, x0: jax.Array, t: jax.Array,
-                         noise: jax.Array, params: Any = None) -> jax.Array:
+                         noise: jax.Array, params: Any = None, *, cond: Any = None) -> jax.Array:
   """``(1/D) ||eps_theta(x_t, t) - noise||^2`` per row: the Diffusion-DPO error term.
 
   Args:
@@ -216,16 +216,18 @@ def per_sample_eps_error(net: Net, schedule: Schedule, x0: jax.Array, t: jax.Arr
     t: ``(B,)`` integer timesteps.
     noise: ``(B, D)`` the noise that forms ``x_t`` and is the regression target.
     params: parameters to use instead of ``net.params``.
+    cond: optional conditioning, passed as ``net(x_t, t, cond)`` (``None``: ``net(x_t, t)``).
 
   Returns:
     ``(B,)`` mean squared errors.
   """
-  pred = net(q_sample(schedule, x0, t, noise), t, params=params)
+  x_t = q_sample(schedule, x0, t, noise)
+  pred = net(x_t, t, params=params) if cond is None else net(x_t, t, cond, params=params)
   return jnp.mean(jnp.square(pred - noise), axis=-1)
 
 
 def eps_loss(key: jax.Array, net: Net, schedule: Schedule, x0: jax.Array,
-             params: Any = None) -> jax.Array:
+             params: Any = None, *, cond: Any = None) -> jax.Array:
   """The simple DDPM loss on a batch: ``t`` uniform, fresh Gaussian noise.
 
   Args:
@@ -234,6 +236,7 @@ def eps_loss(key: jax.Array, net: Net, schedule: Schedule, x0: jax.Array,
     schedule: the noise schedule.
     x0: ``(B, D)`` clean samples.
     params: parameters to use instead of ``net.params``.
+    cond: optional conditioning of each row (e.g. caption tokens), passed to the network.
 
   Returns:
     Scalar loss (mean of :func:`per_sample_eps_error`).
@@ -241,7 +244,7 @@ def eps_loss(key: jax.Array, net: Net, schedule: Schedule, x0: jax.Array,
   k_t, k_eps = jax.random.split(key)
   t = jax.random.randint(k_t, (x0.shape[0],), 0, schedule.num_steps)
   noise = jax.random.normal(k_eps, x0.shape, x0.dtype)
-  return jnp.mean(per_sample_eps_error(net, schedule, x0, t, noise, params))
+  return jnp.mean(per_sample_eps_error(net, schedule, x0, t, noise, params, cond=cond))
 
 
 def fit(key: jax.Array, net: Net, schedule: Schedule, data: jax.Array, *, steps: int,
@@ -284,8 +287,19 @@ def _fit(key, net, schedule, data, learning_rate, *, steps, batch_size):
 
 
 def sample(key: jax.Array, net: Net, schedule: Schedule, shape: tuple[int, int],
-           params: Any = None) -> jax.Array:
+           params: Any = None, *, cond: Any = None, hook: Callable | None = None,
+           hook_carry: Any = None) -> jax.Array | tuple[jax.Array, Any]:
   """Ancestral sampling (Ho et al., Algorithm 2) from ``x_T ~ N(0, I)``.
+
+  With a ``hook``, every step's noise prediction (and, if it likes, the latent) is the
+  hook's choice: ``hook(carry, i, x, t, evaluate) -> (x, eps, carry)`` at sampler step
+  ``i = 0, 1, ...`` (timestep ``t = T-1-i``, an int scalar), where ``evaluate(x)`` is the
+  network's ``eps_theta(x, t)`` and ``carry`` any pytree threaded through the scan from
+  ``hook_carry``. The ancestral update is then applied to the returned ``x`` with the
+  returned ``eps``. A hook that returns ``(x, evaluate(x), carry)`` reproduces the plain
+  sampler bit for bit; TTOM's test-time optimisation (LoRA parameters optimised at the
+  first steps) and latent guidance (``x`` moved down a loss gradient) are hooks
+  (:mod:`jaxlab.generative.ttom`).
 
   Args:
     key: PRNG key (the same key gives the same samples).
@@ -293,36 +307,58 @@ def sample(key: jax.Array, net: Net, schedule: Schedule, shape: tuple[int, int],
     schedule: the noise schedule.
     shape: ``(num_samples, D)``.
     params: parameters to use instead of ``net.params``.
+    cond: optional conditioning (any pytree): the network is called as
+      ``net(x, t, cond)`` (e.g. a caption); ``None``: ``net(x, t)``.
+    hook: optional step hook (see above); ``None`` is the plain sampler, unchanged.
+    hook_carry: the hook's initial carry (a pytree).
 
   Returns:
-    ``shape`` samples ``x_0``.
+    ``shape`` samples ``x_0``; with a ``hook``, ``(samples, final hook carry)``.
   """
   if (not isinstance(shape, tuple) or len(shape) != 2
       or any(not isinstance(s, int) or s < 1 for s in shape)):
     raise ValueError(f"shape must be a tuple (num_samples, D) of positive ints, got {shape!r}")
-  return _sample(key, net, schedule, params, shape=shape)
+  if hook is None:
+    if hook_carry is not None:
+      raise ValueError("hook_carry was given without a hook")
+    return _sample(key, net, schedule, params, cond, None, None, shape=shape)
+  if not callable(hook):
+    raise TypeError(f"hook must be callable, got {type(hook).__name__}")
+  return _sample(key, net, schedule, params, cond, hook, hook_carry, shape=shape)
 
 
 class _SampleCarry(NamedTuple):
   x: jax.Array
   key: jax.Array
+  hook: Any = None  # the hook's carry
 
 
-@functools.partial(jax.jit, static_argnames=("shape",))
-def _sample(key, net, schedule, params, *, shape):
+@functools.partial(jax.jit, static_argnames=("shape", "hook"))
+def _sample(key, net, schedule, params, cond, hook, hook_carry, *, shape):
   abar_prev = jnp.concatenate([jnp.ones((1,)), schedule.alphas_cumprod[:-1]])
   # posterior variance tilde beta_t; 0 at t = 0, where no noise is added
   post_var = schedule.betas * (1.0 - abar_prev) / (1.0 - schedule.alphas_cumprod)
 
-  def step(carry: _SampleCarry, t):
+  def eps_fn(x, t):
+    ts = jnp.full((shape[0],), t)
+    return (net(x, ts, params=params) if cond is None
+            else net(x, ts, cond, params=params))
+
+  def step(carry: _SampleCarry, it):
+    i, t = it
     key, k_z = jax.random.split(carry.key)
-    eps = net(carry.x, jnp.full((shape[0],), t), params=params)
-    mean = (carry.x - schedule.betas[t] / jnp.sqrt(1.0 - schedule.alphas_cumprod[t]) * eps
+    x, inner = carry.x, carry.hook
+    if hook is None:
+      eps = eps_fn(x, t)
+    else:
+      x, eps, inner = hook(inner, i, x, t, lambda y: eps_fn(y, t))
+    mean = (x - schedule.betas[t] / jnp.sqrt(1.0 - schedule.alphas_cumprod[t]) * eps
             ) / jnp.sqrt(schedule.alphas[t])
     z = jax.random.normal(k_z, shape)
-    return _SampleCarry(mean + jnp.sqrt(post_var[t]) * z, key), None
+    return _SampleCarry(mean + jnp.sqrt(post_var[t]) * z, key, inner), None
 
   k_init, k_loop = jax.random.split(key)
-  init = _SampleCarry(jax.random.normal(k_init, shape), k_loop)
-  final, _ = jax.lax.scan(step, init, jnp.arange(schedule.num_steps - 1, -1, -1))
-  return final.x
+  init = _SampleCarry(jax.random.normal(k_init, shape), k_loop, hook_carry)
+  n = schedule.num_steps
+  final, _ = jax.lax.scan(step, init, (jnp.arange(n), jnp.arange(n - 1, -1, -1)))
+  return final.x if hook is None else (final.x, final.hook)

@@ -17,8 +17,9 @@ What a method can reach, per call of :meth:`Transformer.forward`:
 
 * ``positions``: RoPE positions as an array, ``(..., T)`` or ``(..., T, A)`` for
   ``A``-axis RoPE (``TransformerConfig.rope_sections`` splits the rotary pairs
-  among the axes, as video models' 3-axis RoPE does); default ``0..T-1`` (after
-  the cache's length when decoding).
+  among the axes, as video models' 3-axis RoPE does; ``TransformerConfig.rope_axes``
+  instead names the axis of every rotary pair, e.g. Lumos-1's interleaved MM-RoPE);
+  default ``0..T-1`` (after the cache's length when decoding).
 * ``mask`` (bool, True = attend) and ``bias`` (additive), each broadcastable to
   ``(batch, heads, T, S)``, combined with the causal mask (``causal=False``
   drops it: bidirectional or block-bidirectional attention given by ``mask``).
@@ -29,7 +30,11 @@ What a method can reach, per call of :meth:`Transformer.forward`:
   embedding and after every block ``(L + 1, batch, T, d)`` and every layer's
   attention weights ``(L, batch, H, T, S)``.
 * ``context`` (and ``context_mask``) for cross-attention, when the config has
-  ``cross_attention=True``.
+  ``cross_attention=True``; with ``return_attention`` the cross-attention weights come
+  back too, ``(L, batch, H, T, S_context)`` in :attr:`DecoderOutput.cross_attention`.
+* ``embeddings``: ``(..., T, d_model)`` input vectors in place of ``tokens`` (the token
+  embedding is skipped; positions, masks and everything else are as for tokens): a
+  diffusion transformer feeds its embedded image patches this way.
 * ``cache``: a :class:`KVCache` (:func:`init_cache`); the call writes its keys and
   values at the cache's length and returns the grown cache
   (:mod:`jaxlab.models.decoding` drives it).
@@ -101,6 +106,7 @@ class TransformerConfig:
   positions: str = "rope"  # "rope", "learned" (GPT-2; TREC's setting) or "none"
   rope_base: float = 10_000.0  # RoPE frequency base
   rope_sections: tuple[int, ...] | None = None  # rotary pairs per position axis (sum: head_dim/2)
+  rope_axes: tuple[int, ...] | None = None  # position axis of each rotary pair (head_dim/2 ints)
   num_experts: int = 0  # 0: dense MLPs; > 0: every layer's MLP is a mixture of experts
   experts_per_token: int = 2  # top-k routing (capped at num_experts)
   renormalize_gates: bool = True  # top-k gates sum to 1 (Mixtral); False: raw router probs
@@ -128,6 +134,15 @@ class TransformerConfig:
           or sum(self.rope_sections) != self.head_dim // 2):
         raise ValueError(f"rope_sections must be positive ints summing to head_dim / 2 = "
                          f"{self.head_dim // 2}, got {self.rope_sections!r}")
+      if self.rope_axes is not None:
+        if self.rope_sections is not None:
+          raise ValueError("give rope_sections or rope_axes, not both")
+        axes = self.rope_axes
+        if (not isinstance(axes, tuple) or len(axes) != self.head_dim // 2
+            or not all(isinstance(a, int) and not isinstance(a, bool) and a >= 0 for a in axes)
+            or set(axes) != set(range(max(axes) + 1))):
+          raise ValueError(f"rope_axes must be a tuple of head_dim / 2 = {self.head_dim // 2} "
+                           f"ints naming axes 0..A-1 (each used), got {axes!r}")
     if self.context_dim is not None and (not isinstance(self.context_dim, int)
                                          or self.context_dim < 1):
       raise ValueError(f"context_dim must be a positive int or None, got {self.context_dim!r}")
@@ -135,6 +150,15 @@ class TransformerConfig:
   @property
   def head_dim(self) -> int:
     return self.d_model // self.num_heads
+
+  @property
+  def rope_num_axes(self) -> int | None:
+    """Number of position axes of multi-axis RoPE (None: 1-D positions)."""
+    if self.rope_sections is not None:
+      return len(self.rope_sections)
+    if self.rope_axes is not None:
+      return max(self.rope_axes) + 1
+    return None
 
 
 class KVCache(struct.PyTreeNode):
@@ -160,6 +184,7 @@ class DecoderOutput(NamedTuple):
   router_probs: jax.Array | None = None  # (L, ..., T, num_experts), MoE only
   aux_loss: jax.Array | None = None  # Switch load-balancing loss summed over layers, MoE only
   attend_state: object = None  # the attention hook's per-layer states (leading axis L)
+  cross_attention: jax.Array | None = None  # (L, ..., H, T, S_context), with return_attention
 
 
 def init_cache(cfg: TransformerConfig, batch: int, max_len: int,
@@ -175,23 +200,35 @@ def init_cache(cfg: TransformerConfig, batch: int, max_len: int,
 
 # ---------------------------------------------------------------- pieces
 def rope(x: jax.Array, positions: jax.Array, base: float = 10_000.0,
-         sections: tuple[int, ...] | None = None) -> jax.Array:
+         sections: tuple[int, ...] | None = None,
+         axes: tuple[int, ...] | None = None) -> jax.Array:
   """Rotary position embedding of ``x (..., T, H, D)`` at ``positions``.
 
   ``positions`` is ``(..., T)``, or ``(..., T, A)`` with ``sections`` (ints summing
-  to ``D / 2``) giving how many rotary pairs each of the ``A`` axes drives. Pair
+  to ``D / 2``) giving how many rotary pairs each of the ``A`` axes drives (contiguous:
+  the first ``sections[0]`` pairs follow axis 0, ...), or with ``axes`` (``D / 2`` ints)
+  naming the axis of every pair (any interleaving, e.g. Lumos-1's MM-RoPE). Pair
   ``i`` has frequency ``base ** (-2 i / D)`` and pairs dimension ``i`` with
   ``i + D / 2`` (the "rotate half" layout).
   """
   d = x.shape[-1]
   inv_freq = base ** (-jnp.arange(0, d, 2, dtype=jnp.float32) / d)  # (D/2,)
   pos = jnp.asarray(positions, jnp.float32)
-  if sections is None:
+  if sections is not None and axes is not None:
+    raise ValueError("give sections or axes, not both")
+  if sections is None and axes is None:
     angle = pos[..., None] * inv_freq  # (..., T, D/2)
   else:
-    if pos.shape[-1] != len(sections):
-      raise ValueError(f"positions has {pos.shape[-1]} axes, rope_sections {len(sections)}")
-    axis = np.repeat(np.arange(len(sections)), sections)  # position axis of each pair
+    if axes is None:
+      axis = np.repeat(np.arange(len(sections)), sections)  # position axis of each pair
+    else:
+      axis = np.asarray(axes)
+      if axis.shape != (d // 2,):
+        raise ValueError(f"axes must name the axis of each of the {d // 2} pairs, got "
+                         f"{len(axis)}")
+    if pos.shape[-1] != int(axis.max()) + 1:
+      raise ValueError(f"positions has {pos.shape[-1]} axes, the rope layout "
+                       f"{int(axis.max()) + 1}")
     angle = jnp.take(pos, axis, axis=-1) * inv_freq
   cos, sin = jnp.cos(angle)[..., None, :], jnp.sin(angle)[..., None, :]  # over heads
   x1, x2 = x[..., : d // 2], x[..., d // 2:]
@@ -253,6 +290,7 @@ class CausalSelfAttention(nnx.Module):
     self.rope = cfg.positions == "rope"
     self.rope_base = cfg.rope_base
     self.rope_sections = cfg.rope_sections
+    self.rope_axes = cfg.rope_axes
     self.qkv = _linear(cfg.d_model, 3 * cfg.d_model, rngs)
     self.out = _linear(cfg.d_model, cfg.d_model, rngs)
 
@@ -262,8 +300,8 @@ class CausalSelfAttention(nnx.Module):
                         axis=2)
     q, k, v = q[:, :, 0], k[:, :, 0], v[:, :, 0]
     if self.rope:
-      q = rope(q, ctx.positions, self.rope_base, self.rope_sections)
-      k = rope(k, ctx.positions, self.rope_base, self.rope_sections)
+      q = rope(q, ctx.positions, self.rope_base, self.rope_sections, self.rope_axes)
+      k = rope(k, ctx.positions, self.rope_base, self.rope_sections, self.rope_axes)
     new_kv = None
     if cache is not None:  # (k_all, v_all, length): write this call's keys at `length`
       k_all, v_all, length = cache
@@ -290,13 +328,18 @@ class CrossAttention(nnx.Module):
     self.kv = _linear(context_dim, 2 * d_model, rngs)
     self.out = _linear(d_model, d_model, rngs)
 
-  def __call__(self, x: jax.Array, context: jax.Array, mask: jax.Array | None = None):
+  def __call__(self, x: jax.Array, context: jax.Array, mask: jax.Array | None = None,
+               return_weights: bool = False):
+    """``(B, T, d)`` outputs; with ``return_weights``, ``(outputs, weights (B, H, T, S))``."""
     b, t, d = x.shape
     hd = d // self.num_heads
     q = self.q(x).reshape(b, t, self.num_heads, hd)
     k, v = jnp.split(self.kv(context).reshape(b, context.shape[1], 2, self.num_heads, hd), 2,
                      axis=2)
-    y = attention(q, k[:, :, 0], v[:, :, 0], mask=mask)
+    y = attention(q, k[:, :, 0], v[:, :, 0], mask=mask, return_weights=return_weights)
+    if return_weights:
+      y, weights = y
+      return self.out(y.reshape(b, t, d)), weights
     return self.out(y.reshape(b, t, d))
 
 
@@ -355,14 +398,21 @@ class Block(nnx.Module):
                                   rngs=rngs)
 
   def __call__(self, x: jax.Array, ctx: BlockContext, cache=None, head_scale=None):
+    """``(x, new_kv, self-attention weights, router probs, aux loss, cross-attention
+    weights)``; the weights are None unless ``ctx.return_attention``."""
     a, new_kv, weights = self.attn(self.ln1(x), ctx, cache, head_scale)
     x = x + a
+    cross_w = None
     if self.use_cross:
-      x = x + self.cross(self.ln_c(x), ctx.context, ctx.context_mask)
+      c = self.cross(self.ln_c(x), ctx.context, ctx.context_mask,
+                     return_weights=ctx.return_attention)
+      c, cross_w = c if ctx.return_attention else (c, None)
+      x = x + c
     if not self.use_moe:
-      return x + self.proj(jax.nn.gelu(self.fc(self.ln2(x)))), new_kv, weights, None, None
+      return (x + self.proj(jax.nn.gelu(self.fc(self.ln2(x)))), new_kv, weights, None, None,
+              cross_w)
     y, probs, aux = self.moe(self.ln2(x))
-    return x + y, new_kv, weights, probs, aux
+    return x + y, new_kv, weights, probs, aux, cross_w
 
 
 class Transformer(nnx.Module):
@@ -388,15 +438,25 @@ class Transformer(nnx.Module):
   def __call__(self, tokens: jax.Array, **kwargs) -> jax.Array:
     return self.forward(tokens, **kwargs).logits
 
-  def forward(self, tokens: jax.Array, *, positions: jax.Array | None = None,
+  def forward(self, tokens: jax.Array | None = None, *, embeddings: jax.Array | None = None,
+              positions: jax.Array | None = None,
               mask: jax.Array | None = None, bias: jax.Array | None = None,
               causal: bool = True, head_scale: jax.Array | None = None,
               context: jax.Array | None = None, context_mask: jax.Array | None = None,
               cache: KVCache | None = None, return_hidden: bool = False,
               return_attention: bool = False, attend: Callable | None = None,
               attend_state=None) -> DecoderOutput:
-    """Runs the decoder on ``tokens (..., T)``; see the module docstring for each input."""
+    """Runs the decoder on ``tokens (..., T)`` (or ``embeddings (..., T, d_model)``); see
+    the module docstring for each input."""
     cfg = self.cfg
+    if (tokens is None) == (embeddings is None):
+      raise ValueError("give exactly one of tokens and embeddings, got "
+                       f"tokens={'None' if tokens is None else 'an array'}, "
+                       f"embeddings={'None' if embeddings is None else 'an array'}")
+    if embeddings is not None and (jnp.ndim(embeddings) < 2
+                                   or jnp.shape(embeddings)[-1] != cfg.d_model):
+      raise ValueError(f"embeddings must have shape (..., T, d_model={cfg.d_model}), got "
+                       f"{jnp.shape(embeddings)}")
     if attend is not None and (cache is None or return_attention):
       raise ValueError("attend needs a cache and cannot return attention weights, got "
                        f"cache={'None' if cache is None else 'a KVCache'}, "
@@ -406,8 +466,12 @@ class Transformer(nnx.Module):
     if (context is not None) != cfg.cross_attention:
       raise ValueError("context must be given exactly when cfg.cross_attention is True, got "
                        f"context={'None' if context is None else 'an array'}")
-    lead, t = tokens.shape[:-1], tokens.shape[-1]
-    x = self.embed(tokens.reshape(-1, t))
+    if embeddings is None:
+      lead, t = tokens.shape[:-1], tokens.shape[-1]
+      x = self.embed(tokens.reshape(-1, t))
+    else:
+      lead, t = embeddings.shape[:-2], embeddings.shape[-2]
+      x = jnp.asarray(embeddings).reshape(-1, t, cfg.d_model)
     b = x.shape[0]
     start = jnp.zeros((), jnp.int32) if cache is None else cache.length
     slots = start + jnp.arange(t)  # index of each query in the sequence
@@ -418,10 +482,10 @@ class Transformer(nnx.Module):
       if cache is None and t > cfg.seq_len:
         raise ValueError(f"tokens has length {t}, more than seq_len={cfg.seq_len}")
       x = x + (self.pos[...][:t] if cache is None else jnp.take(self.pos[...], slots, axis=0))
+    n_axes = cfg.rope_num_axes
     if positions is None:
-      positions = slots if cfg.rope_sections is None else jnp.repeat(
-          slots[:, None], len(cfg.rope_sections), axis=1)
-    elif jnp.ndim(positions) > (1 if cfg.rope_sections is None else 2):  # batched positions
+      positions = slots if n_axes is None else jnp.repeat(slots[:, None], n_axes, axis=1)
+    elif jnp.ndim(positions) > (1 if n_axes is None else 2):  # batched positions
       positions = jnp.asarray(positions).reshape(-1, *jnp.shape(positions)[len(lead):])
     key_slots = jnp.arange(s)
     full = None
@@ -436,7 +500,7 @@ class Transformer(nnx.Module):
                None if context is None else context.reshape(b, *context.shape[len(lead):]),
                None if context_mask is None else _flat(jnp.asarray(context_mask, bool), lead),
                return_attention)
-    hidden, weights, probs, aux, new_k, new_v = [x], [], [], [], [], []
+    hidden, weights, probs, aux, new_k, new_v, cross = [x], [], [], [], [], [], []
     for layer, block in enumerate(self.blocks):
       kv = None if cache is None else (cache.k[layer], cache.v[layer], start)
       scale = None if head_scale is None else head_scale[layer]
@@ -444,7 +508,8 @@ class Transformer(nnx.Module):
         state = (None if attend_state is None
                  else jax.tree.map(lambda s, i=layer: s[i], attend_state))
         ctx = ctx._replace(attend=attend, attend_state=state)
-      x, new_kv, w, p, a = block(x, ctx, kv, scale)
+      x, new_kv, w, p, a, cw = block(x, ctx, kv, scale)
+      cross.append(cw)
       hidden.append(x)
       weights.append(w)
       probs.append(p)
@@ -466,7 +531,9 @@ class Transformer(nnx.Module):
         else None,
         router_probs=unflat(jnp.stack(probs), 1) if moe else None,
         aux_loss=sum(aux) if moe else None,
-        attend_state=None if attend is None else jax.tree.map(lambda *s: jnp.stack(s), *weights))
+        attend_state=None if attend is None else jax.tree.map(lambda *s: jnp.stack(s), *weights),
+        cross_attention=unflat(jnp.stack(cross), 1) if return_attention and cfg.cross_attention
+        else None)
 
 
 def _flat(x: jax.Array, lead: tuple[int, ...]) -> jax.Array:

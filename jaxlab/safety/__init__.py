@@ -5,6 +5,9 @@ faithfully and shows it on a small model trained from scratch on synthetic data
 built so that the failure the paper fixes occurs; each module's docstring says
 what is the paper's and what is our stand-in.
 
+* :mod:`~jaxlab.safety.ata`: ATA, attending to the active subtask: mutual and dynamic
+  masks on selected heads, the active-subtask score with its entropy gate and the chain /
+  branch / parallel rules, greedy decoding through the toolkit's KV cache.
 * :mod:`~jaxlab.safety.redacbench`: proposition-based Security and Utility of a redaction
   (implied propositions by forward chaining, the exact inference judge, micro and per-text
   pooling), keyword masking, one step of adversarial redaction and a learned rewriter.
@@ -16,6 +19,6 @@ what is the paper's and what is our stand-in.
   losses (gradient ascent, gradient difference, NPO, "I don't know" SFT) and metrics.
 """
 
-from jaxlab.safety import redacbench, tru, virf
+from jaxlab.safety import ata, redacbench, tru, virf
 
-__all__ = ["redacbench", "tru", "virf"]
+__all__ = ["ata", "redacbench", "tru", "virf"]

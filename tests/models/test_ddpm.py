@@ -116,3 +116,43 @@ def test_sample_and_fit_bad_input(trained):
     ddpm.fit(jax.random.key(0), net, schedule, jnp.zeros((8, 2)), steps=0, batch_size=4)
   with pytest.raises(ValueError, match="data"):
     ddpm.fit(jax.random.key(0), net, schedule, jnp.zeros(8), steps=1, batch_size=4)
+
+
+def test_sampler_hook_and_cond(trained):
+  """A hook returning the network's eps is the plain sampler bit for bit; a hook that edits
+  the latent changes the samples; ``cond`` is passed as the network's third argument."""
+  schedule, net, _ = trained
+  plain = ddpm.sample(jax.random.key(5), net, schedule, (64, 2))
+
+  def identity(carry, i, x, t, evaluate):
+    return x, evaluate(x), carry + i + t  # i + t = T - 1 at every step
+
+  x, c = ddpm.sample(jax.random.key(5), net, schedule, (64, 2), hook=identity,
+                     hook_carry=jnp.zeros((), jnp.int32))
+  np.testing.assert_array_equal(x, plain)
+  assert int(c) == 40 * 39
+  shift = lambda carry, i, x, t, evaluate: (x + 1.0, evaluate(x + 1.0), carry)
+  y, _ = ddpm.sample(jax.random.key(5), net, schedule, (64, 2), hook=shift, hook_carry=0)
+  assert float(jnp.abs(y - plain).mean()) > 0.1
+
+  class CondEps(nnx.Module):  # net(x, t, cond): an EpsMLP plus a conditioning offset
+    def __init__(self, rngs):
+      self.eps = ddpm.EpsMLP(2, (16,), 8, rngs=rngs)
+
+    def __call__(self, x, t, cond):
+      return self.eps(x, t) + cond
+
+  cond_net = Net.create(CondEps(nnx.Rngs(0)))
+  inner = Net.create(ddpm.EpsMLP(2, (16,), 8, rngs=nnx.Rngs(0)))
+  z = ddpm.sample(jax.random.key(5), cond_net, schedule, (64, 2), cond=jnp.zeros((64, 2)))
+  np.testing.assert_allclose(z, ddpm.sample(jax.random.key(5), inner, schedule, (64, 2)),
+                             rtol=1e-6, atol=1e-6)
+  x0, t, noise = jnp.zeros((4, 2)), jnp.arange(4), jnp.ones((4, 2))
+  ref = jnp.mean((inner(ddpm.q_sample(schedule, x0, t, noise), t) + 0.5 - noise) ** 2, -1)
+  np.testing.assert_allclose(
+      ddpm.per_sample_eps_error(cond_net, schedule, x0, t, noise, cond=jnp.full((4, 2), 0.5)),
+      ref, rtol=1e-6)
+  with pytest.raises(ValueError, match="hook_carry"):
+    ddpm.sample(jax.random.key(5), net, schedule, (4, 2), hook_carry=0)
+  with pytest.raises(TypeError, match="hook"):
+    ddpm.sample(jax.random.key(5), net, schedule, (4, 2), hook=3)

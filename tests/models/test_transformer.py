@@ -121,6 +121,38 @@ def test_rope_matches_complex_rotation_and_is_relative():
   np.testing.assert_allclose(three, ours, rtol=1e-6, atol=1e-6)
 
 
+def test_rope_axes_rotate_each_pair_by_its_own_axis():
+  """Per-pair axis assignment (Lumos-1's MM-RoPE layout) against the complex rotation."""
+  x = np.asarray(jax.random.normal(jax.random.key(7), (2, 4, 3, 8)))
+  pos = np.array([[0, 5, 9], [1, 2, 3], [4, 4, 4], [7, 0, 11]])  # (T, 3 axes)
+  axes = (2, 0, 1, 0)  # pair i follows axis axes[i]: interleaved, not contiguous
+  ours = np.asarray(transformer.rope(jnp.asarray(x), jnp.asarray(pos), base=100.0, axes=axes))
+  w = 100.0 ** (-np.arange(0, 8, 2) / 8)
+  p = pos[:, list(axes)]  # (T, 4): the position each pair rotates by
+  z = (x[..., :4] + 1j * x[..., 4:]) * np.exp(1j * p[None, :, None, :] * w)
+  np.testing.assert_allclose(ours, np.concatenate([z.real, z.imag], -1), rtol=1e-5, atol=1e-5)
+  # contiguous axes are rope_sections
+  np.testing.assert_allclose(
+      transformer.rope(jnp.asarray(x), jnp.asarray(pos), base=100.0, axes=(0, 0, 1, 2)),
+      transformer.rope(jnp.asarray(x), jnp.asarray(pos), base=100.0, sections=(2, 1, 1)),
+      rtol=1e-6, atol=1e-6)
+  # in the model: rope_axes and rope_sections configs, default positions, bad layouts
+  cfg = TransformerConfig(vocab_size=8, d_model=16, num_heads=2, num_layers=1, seq_len=8,
+                          rope_axes=(0, 1, 2, 1))
+  assert cfg.rope_num_axes == 3
+  net = transformer.create(cfg, jax.random.key(0))
+  tok = _tokens(jax.random.key(1), (2, 5))
+  # default positions 0..T-1 on every axis equal 1-D RoPE's
+  flat = transformer.create(dataclasses.replace(cfg, rope_axes=None), jax.random.key(0))
+  np.testing.assert_allclose(net(tok), flat(tok), rtol=1e-5, atol=1e-5)
+  with pytest.raises(ValueError, match="rope_axes"):
+    dataclasses.replace(cfg, rope_axes=(0, 2, 2, 0))  # axis 1 unused
+  with pytest.raises(ValueError, match="rope_axes"):
+    dataclasses.replace(cfg, rope_axes=(0, 1))
+  with pytest.raises(ValueError, match="not both"):
+    dataclasses.replace(cfg, rope_sections=(2, 2))
+
+
 def test_attention_weights_path_equals_dot_product_attention():
   q, k, v = (jax.random.normal(jax.random.key(i), (2, 4, 2, 8)) for i in range(3))
   mask = jnp.tril(jnp.ones((4, 4), bool)).at[3, 0].set(False)
@@ -216,3 +248,28 @@ def test_cross_attention_reads_the_context_and_its_mask():
   keep_first = jnp.array([True, False, False])[None, None, None]  # (B, H, T, S) broadcast
   np.testing.assert_allclose(run(ctx, keep_first), net(x, context=ctx[:, :1]), rtol=1e-5,
                              atol=1e-6)
+
+
+def test_embeddings_input_and_cross_attention_weights():
+  """``embeddings=`` is the token path with the embedding lookup done by the caller; the
+  cross-attention weights are a distribution over the unmasked context."""
+  cfg = dataclasses.replace(CFG, cross_attention=True, context_dim=5)
+  net = transformer.create(cfg, jax.random.key(3))
+  x = _tokens(jax.random.key(4), (2, 6))
+  ctx = jax.random.normal(jax.random.key(5), (2, 3, 5))
+  keep = jnp.array([True, True, False])[None, None, None]
+  model = net.module()
+  out = model.forward(x, context=ctx, context_mask=keep, return_attention=True)
+  emb = model.forward(embeddings=model.embed(x), context=ctx, context_mask=keep,
+                      return_attention=True)
+  np.testing.assert_allclose(emb.logits, out.logits, rtol=1e-6, atol=1e-6)
+  np.testing.assert_allclose(out.logits, net(x, context=ctx, context_mask=keep), rtol=1e-5,
+                             atol=1e-6)
+  assert out.cross_attention.shape == (2, 2, 2, 6, 3)  # (L, B, H, T, S)
+  np.testing.assert_allclose(out.cross_attention.sum(-1), 1.0, rtol=1e-5)
+  np.testing.assert_array_equal(out.cross_attention[..., 2], 0.0)
+  assert model.forward(x, context=ctx).cross_attention is None
+  with pytest.raises(ValueError, match="exactly one of tokens and embeddings"):
+    model.forward(x, embeddings=model.embed(x), context=ctx)
+  with pytest.raises(ValueError, match="embeddings must have shape"):
+    model.forward(embeddings=jnp.zeros((2, 6, 7)), context=ctx)
