@@ -1819,6 +1819,34 @@ def ttom_docs() -> dict[str, str]:
   return quick_and_full("ttom", _ttom_report)
 
 
+def _tru_report(record: dict) -> str:
+  from experiments import tru  # noqa: PLC0415 (the experiment's claims and table)
+
+  runs, c = record["runs"], record["config"]
+  pre = np.array([r["pretrain_loss"] for r in runs])
+  ex = runs[0]["arms"]
+  mid = f"tru_a{tru._middle_alpha(c):g}"
+  examples = "\n".join(f"* {arm}: D_u in B `{ex[arm]['forget_B']['examples'][0] or '(empty)'}`, "
+                       f"held-out `{ex[arm]['heldout_A']['examples'][0] or '(empty)'}`, retain "
+                       f"`{ex[arm]['retain_A']['examples'][0] or '(empty)'}`"
+                       for arm in ("base", "ga", "graddiff", "npo", "idk", mid, "tru_no_ga",
+                                   "tru_no_ascent"))
+  return ("\n" + f"{c['entities']} entities in {c['domains']} domains, {c['relations']} "
+          f"relations, {c['values']} values; model {c['num_layers']} layers d = {c['d_model']} "
+          f"({thousands(c['pretrain_steps'])} pretraining steps, final loss {pm(pre)}), "
+          f"{c['unlearn_steps']} unlearning steps per arm, "
+          + (f"{c['seeds']} seeds, {seconds(record['wall_time_s'])}; mean ± std over seeds:"
+             if c["seeds"] > 1 else f"1 seed, {seconds(record['wall_time_s'])}:") + "\n\n"
+          + table(tru.TABLE_HEAD, tru.table_rows(record)) + "\n\n"
+          + "Greedy outputs of seed 0 (first question of each set):\n\n" + examples + "\n\n"
+          + claims_table(tru.claims(record)) + "\n")
+
+
+@register("tru")
+def tru_docs() -> dict[str, str]:
+  return quick_and_full("tru", _tru_report)
+
+
 CONFIGS = {"full": dict(check=False)}
 
 

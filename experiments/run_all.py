@@ -107,6 +107,7 @@ ENTRIES: list[Entry] = [
     Entry("VIRF", "virf", "arXiv:2602.08373"),
     Entry("ATA", "ata", "OpenReview wwA0X3UfAn"),
     Entry("TTOM", "ttom", "Qu et al., arXiv:2510.07940"),
+    Entry("TRU", "tru", "arXiv:2603.09980"),
 ]
 
 

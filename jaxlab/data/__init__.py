@@ -34,6 +34,9 @@ Modules:
   sentence states, with a sensitivity policy (RedacBench's test bed).
 * :mod:`~jaxlab.data.kitchen`: a symbolic kitchen world (scenes, plans simulated state by
   state, 12 Horn hazard rules with danger levels, goal conditions; VIRF's test bed).
+* :mod:`~jaxlab.data.entity_facts`: entity facts in two templates grouped in domains, with
+  reasoning-trace and "I don't know" unlearning targets and an output classifier (TRU's
+  test bed).
 * :mod:`~jaxlab.data.subtasks`: multi-subtask prompts with gold subtask spans and the
   per-subtask grading (correct / mixed / wrong / omitted; ATA's test bed).
 * :mod:`~jaxlab.data.optim_problems`: optimizer test problems (Rosenbrock, least
@@ -50,10 +53,10 @@ import importlib
 from jaxlab.data.digits import Digits, load_digits
 from jaxlab.data.reason_pairs import PreferenceData
 
-_MODULES = ("digit_layouts", "digit_pairs", "digits", "fact_qa", "fact_texts", "kitchen",
-            "kv_recall", "lm_tasks", "markov_text", "matching_instances", "mixtures",
-            "moving_digits", "optim_problems", "reason_pairs", "reward_tasks", "span_tasks",
-            "subtasks")
+_MODULES = ("digit_layouts", "digit_pairs", "digits", "entity_facts", "fact_qa",
+            "fact_texts", "kitchen", "kv_recall", "lm_tasks", "markov_text",
+            "matching_instances", "mixtures", "moving_digits", "optim_problems",
+            "reason_pairs", "reward_tasks", "span_tasks", "subtasks")
 
 
 def __getattr__(name: str):
@@ -64,7 +67,7 @@ def __getattr__(name: str):
   raise AttributeError(f"module 'jaxlab.data' has no attribute {name!r}")
 
 
-__all__ = ["Digits", "PreferenceData", "digit_layouts", "digit_pairs", "digits", "fact_qa",
-           "fact_texts", "kitchen", "kv_recall", "lm_tasks", "load_digits", "markov_text",
-           "matching_instances", "mixtures", "moving_digits", "optim_problems", "reason_pairs",
-           "reward_tasks", "span_tasks", "subtasks"]
+__all__ = ["Digits", "PreferenceData", "digit_layouts", "digit_pairs", "digits",
+           "entity_facts", "fact_qa", "fact_texts", "kitchen", "kv_recall", "lm_tasks",
+           "load_digits", "markov_text", "matching_instances", "mixtures", "moving_digits",
+           "optim_problems", "reason_pairs", "reward_tasks", "span_tasks", "subtasks"]

@@ -14,8 +14,11 @@ what is the paper's and what is our stand-in.
 * :mod:`~jaxlab.safety.virf`: VIRF, a symbolic tutor that verifies plans state by state
   against Horn hazard rules, explains each hazard (rule, causal chain, suggestion), and
   the plan -> verify -> feedback -> replan loop with its metrics (HAR, GCR).
+* :mod:`~jaxlab.safety.tru`: TRU, unlearning by reasoning targets (the target loss over a
+  reasoning trace and a response, plus gradient difference), and the reusable unlearning
+  losses (gradient ascent, gradient difference, NPO, "I don't know" SFT) and metrics.
 """
 
-from jaxlab.safety import ata, redacbench, virf
+from jaxlab.safety import ata, redacbench, tru, virf
 
-__all__ = ["ata", "redacbench", "virf"]
+__all__ = ["ata", "redacbench", "tru", "virf"]
