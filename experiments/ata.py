@@ -36,7 +36,6 @@ import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
 import optax
-from flax import nnx
 
 from experiments.common import (
   Claim,
@@ -50,9 +49,7 @@ from experiments.common import (
 )
 from jaxlab.data import subtasks as st
 from jaxlab.models import transformer as tfm
-from jaxlab.nn import Net
 from jaxlab.safety import ata
-from jaxlab.training import fit, minibatch_sampler
 
 ARMS = ("direct", "ata", "no_mutual", "no_dynamic", "random_heads", "wrong_key", "oracle_key")
 TEST_MS = (3, 4)
@@ -82,15 +79,10 @@ def make_programs(cfg: dict) -> dict:
 
   @jax.jit
   def train(key, tokens, mask):
-    k_init, k_fit = jax.random.split(key)
-    net = tfm.create(model_cfg, k_init)
-    loss = lambda p, batch, _: tfm.next_token_loss(net.replace(params=p), *batch)  # noqa: E731
-    res = fit(loss, optax.adamw(cfg["lr"]), net.params, k_fit, num_steps=cfg["steps"],
-              sample=minibatch_sampler((tokens, mask), cfg["batch"]))
-    return res.state.params, res.losses
+    return tfm.fit_next_token(key, model_cfg, tokens, mask, optax.adamw(cfg["lr"]),
+                              num_steps=cfg["steps"], batch_size=cfg["batch"])
 
-  net = Net.create(nnx.eval_shape(lambda: tfm.Transformer(model_cfg, rngs=nnx.Rngs(0))))
-  return {"train": train, "net": net.replace(params=None)}
+  return {"train": train, "net": tfm.graph(model_cfg)}
 
 
 def _rates(tests: st.TestSet, tokens: np.ndarray, keys: np.ndarray | None = None) -> dict:

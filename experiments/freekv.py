@@ -45,7 +45,6 @@ import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
 import optax
-from flax import nnx
 
 from experiments.common import (
   Claim,
@@ -61,7 +60,6 @@ from jaxlab.data import kv_recall
 from jaxlab.inference import freekv as fk
 from jaxlab.models import decoding
 from jaxlab.models import transformer as tfm
-from jaxlab.nn import Net
 from jaxlab.training import fit
 
 CONFIGS = {
@@ -112,8 +110,7 @@ def freekv_config(cfg: dict) -> fk.FreeKVConfig:
 def make_programs(cfg: dict) -> dict:
   """The jitted programs of one scale, compiled once and shared by every seed."""
   mcfg = model_config(cfg)
-  net = Net.create(nnx.eval_shape(lambda: tfm.Transformer(mcfg, rngs=nnx.Rngs(0)))
-                   ).replace(params=None)
+  net = tfm.graph(mcfg)
   hook = fk.FreeKVAttention(freekv_config(cfg))
 
   def loss(p, batch, _):

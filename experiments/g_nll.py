@@ -35,7 +35,6 @@ import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
 import optax
-from flax import nnx
 
 from experiments.common import (
   Claim,
@@ -51,7 +50,6 @@ from jaxlab.data import fact_qa
 from jaxlab.data.lm_tasks import EOS, PAD
 from jaxlab.inference import g_nll as gn
 from jaxlab.models import transformer as tfm
-from jaxlab.nn import Net
 from jaxlab.training import fit
 
 # (key, label) of every score, the paper's first
@@ -95,8 +93,7 @@ def make_programs(cfg: dict) -> dict:
   shape = fact_qa.FactQA(None, None, None, cfg["entities"], cfg["relations"], cfg["words"],
                          fact_qa.MAX_LEN)
   model_cfg = _model_config(cfg, shape)
-  net = Net.create(nnx.eval_shape(lambda: tfm.Transformer(model_cfg, rngs=nnx.Rngs(0)))
-                   ).replace(params=None)
+  net = tfm.graph(model_cfg)
   max_new = shape.answer_tokens_len
 
   @jax.jit

@@ -40,7 +40,6 @@ import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
 import optax
-from flax import nnx
 
 from experiments.common import (
   Claim,
@@ -56,7 +55,6 @@ from jaxlab.data import span_tasks as st
 from jaxlab.inference import planned_diffusion as pd
 from jaxlab.models import decoding
 from jaxlab.models import transformer as tfm
-from jaxlab.nn import Net
 from jaxlab.training import fit, minibatch_sampler
 
 IDS = pd.PlanTokens(promise=st.PROMISE_ID, end_topic=st.END_TOPIC_ID, async_start=st.ASYNC_ID,
@@ -90,8 +88,7 @@ def make_programs(cfg: dict) -> dict:
   ans_len = st.answer_sequences(np.zeros((1, k), np.int32))[0].shape[1]
   model_cfg = tfm.TransformerConfig(st.TOKENIZER.vocab_size, cfg["d_model"], cfg["heads"],
                                     cfg["layers"], max(pd_len, ans_len))
-  graph = Net.create(nnx.eval_shape(lambda: tfm.Transformer(model_cfg, rngs=nnx.Rngs(0)))
-                     ).replace(params=None)
+  graph = tfm.graph(model_cfg)
   opt = optax.adamw(cfg["lr"], b1=0.9, b2=0.99)
 
   def _fit(loss, data, key):

@@ -35,7 +35,6 @@ import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
 import optax
-from flax import nnx
 
 from experiments.common import (
   Claim,
@@ -49,7 +48,6 @@ from experiments.common import (
 )
 from jaxlab.data import fact_texts as ft
 from jaxlab.models import transformer as tfm
-from jaxlab.nn import Net
 from jaxlab.safety import redacbench as rb
 from jaxlab.training import fit, minibatch_sampler
 
@@ -110,8 +108,7 @@ def make_programs(cfg: dict) -> dict:
   model_cfg = tfm.TransformerConfig(tok.vocab_size, cfg["d_model"], cfg["heads"], cfg["layers"],
                                     src_len + max_sentences + 3, positions="learned")
   # the graph from an abstract module; parameters are initialized inside the program
-  net = Net.create(nnx.eval_shape(lambda: tfm.Transformer(model_cfg, rngs=nnx.Rngs(0)))
-                   ).replace(params=None)
+  net = tfm.graph(model_cfg)
 
   @jax.jit
   def train(key, tokens, mask):

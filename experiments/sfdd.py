@@ -32,7 +32,6 @@ import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
 import optax
-from flax import nnx
 
 from experiments.common import (
   Claim,
@@ -49,7 +48,6 @@ from jaxlab.data.markov_text import sample_sequences, sparse_chain
 from jaxlab.lm import sfdd
 from jaxlab.models import decoding
 from jaxlab.models import transformer as tfm
-from jaxlab.nn import Net
 from jaxlab.training import fit, minibatch_sampler
 
 TEMPERATURES = (0.3, 1.0, 2.0)
@@ -111,9 +109,7 @@ def make_programs(cfg: dict) -> dict:
   """The jitted programs of one scale, compiled once and shared by every seed."""
   target_cfg, draft_cfg = _configs(cfg)
   # the graphs from abstract modules; parameters are initialized inside the programs
-  target_net, draft_net = (
-      Net.create(nnx.eval_shape(lambda c=c: tfm.Transformer(c, rngs=nnx.Rngs(0))))
-      .replace(params=None) for c in (target_cfg, draft_cfg))
+  target_net, draft_net = tfm.graph(target_cfg), tfm.graph(draft_cfg)
   seq = cfg["segments"] * cfg["seg_len"]  # tokens after BOS
   per_epoch_max = -(-cfg["samples"] // cfg["batch"])
   num_steps = cfg["epochs"] * per_epoch_max

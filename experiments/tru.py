@@ -45,7 +45,6 @@ import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
 import optax
-from flax import nnx
 
 from experiments.common import (
   Claim,
@@ -166,8 +165,7 @@ def make_programs(cfg: dict, vocab_size: int) -> dict:
   """The jitted pretraining and (arm-vmapped) unlearning programs of one scale."""
   model_cfg = tfm.TransformerConfig(vocab_size, cfg["d_model"], cfg["num_heads"],
                                     cfg["num_layers"], ef.ROW)
-  net = Net.create(nnx.eval_shape(lambda: tfm.Transformer(model_cfg, rngs=nnx.Rngs(0))))
-  net = net.replace(params=None)
+  net = tfm.graph(model_cfg)
 
   @jax.jit
   def pretrain(key, tokens, mask):

@@ -38,7 +38,6 @@ import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
 import optax
-from flax import nnx
 
 from experiments.common import (
   Claim,
@@ -54,9 +53,7 @@ from jaxlab.data import kitchen
 from jaxlab.data import lm_tasks as lt
 from jaxlab.models import decoding
 from jaxlab.models import transformer as tfm
-from jaxlab.nn import Net
 from jaxlab.safety import virf
-from jaxlab.training import fit, minibatch_sampler
 
 ARMS = ("none", "reject", "rule_id", "full")
 VERIFIED = ARMS[1:]
@@ -167,16 +164,11 @@ def make_programs(cfg: dict) -> dict:
 
   @jax.jit
   def train(key, tokens, mask):
-    k_init, k_fit = jax.random.split(key)
-    net = tfm.create(model_cfg, k_init)
-    loss = lambda p, batch, _: tfm.next_token_loss(net.replace(params=p), *batch)  # noqa: E731
-    res = fit(loss, optax.adamw(cfg["lr"]), net.params, k_fit, num_steps=cfg["steps"],
-              sample=minibatch_sampler((tokens, mask), cfg["batch"]))
-    return res.state.params, res.losses
+    return tfm.fit_next_token(key, model_cfg, tokens, mask, optax.adamw(cfg["lr"]),
+                              num_steps=cfg["steps"], batch_size=cfg["batch"])
 
   # the graph from an abstract module (no eager initialization); params come from train
-  net = Net.create(nnx.eval_shape(lambda: tfm.Transformer(model_cfg, rngs=nnx.Rngs(0))))
-  return {"train": train, "net": net.replace(params=None)}
+  return {"train": train, "net": tfm.graph(model_cfg)}
 
 
 def _decode(tokens: np.ndarray) -> list:

@@ -56,7 +56,10 @@ Weights are initialized ``N(0, 0.02^2)`` (GPT-2), so the logits start near zero
 and the next-token loss at initialization is close to ``log(vocab_size)``.
 Training loops hold the parameters as a plain pytree through
 :class:`jaxlab.nn.Net` (static graph + params), e.g. under ``lax.scan`` over
-steps and ``jax.vmap`` over seeds or hyperparameters.
+steps and ``jax.vmap`` over seeds or hyperparameters. :func:`graph` gives the graph
+without initializing parameters (inside a jitted program the parameters come from
+:func:`create`); :func:`fit_next_token` trains a fresh model on the next-token loss with
+:func:`jaxlab.training.fit` (the language-model experiments' shared training program).
 
 Example:
   >>> cfg = TransformerConfig(vocab_size=64, d_model=32, num_heads=2, num_layers=2, seq_len=32)
@@ -88,6 +91,7 @@ import optax
 from flax import nnx, struct
 
 from jaxlab.nn import Net
+from jaxlab.training.fit import fit, minibatch_sampler
 
 INIT_STD = 0.02  # GPT-2's initializer scale
 POSITIONS = ("rope", "learned", "none")
@@ -549,6 +553,35 @@ def _flat(x: jax.Array, lead: tuple[int, ...]) -> jax.Array:
 def create(cfg: TransformerConfig, key: jax.Array) -> Net:
   """A freshly initialized :class:`Transformer` as a :class:`Net` (graph + param pytree)."""
   return Net.create(Transformer(cfg, rngs=nnx.Rngs(params=key)))
+
+
+def graph(cfg: TransformerConfig) -> Net:
+  """The :class:`Transformer`'s graph as a :class:`Net` with ``params=None``, built from an
+  abstract module (``nnx.eval_shape``: no parameter is initialized); give it parameters
+  with ``net.replace(params=...)``."""
+  return Net.create(nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(0)))
+                    ).replace(params=None)
+
+
+def fit_next_token(key: jax.Array, cfg: TransformerConfig, tokens: jax.Array,
+                   loss_mask: jax.Array, optimizer: optax.GradientTransformation, *,
+                   num_steps: int, batch_size: int):
+  """A fresh model trained on :func:`next_token_loss` over uniformly sampled minibatches.
+
+  ``key`` splits into the initialization's and the training's keys; the loop is
+  :func:`jaxlab.training.fit` with :func:`jaxlab.training.fit.minibatch_sampler` over
+  the rows of ``(tokens, loss_mask)``. Jit the caller (``num_steps`` and
+  ``batch_size`` are static).
+
+  Returns:
+    ``(params, losses)``: the trained parameters and the per-step losses.
+  """
+  k_init, k_fit = jax.random.split(key)
+  net = create(cfg, k_init)
+  loss = lambda p, batch, _: next_token_loss(net.replace(params=p), *batch)  # noqa: E731
+  res = fit(loss, optimizer, net.params, k_fit, num_steps=num_steps,
+            sample=minibatch_sampler((tokens, loss_mask), batch_size))
+  return res.state.params, res.losses
 
 
 def make_train_step(net: Net, optimizer: optax.GradientTransformation,
