@@ -82,11 +82,11 @@ CONFIGS = {
                   pretrain_steps=4, align_steps=2, scale_steps=2, pft_steps=2, batch=16,
                   lr=3e-3, align_lr=1e-3, scale_lr=5e-2, pft_lr=1e-3, ig_steps=4),
     "quick": dict(seeds=1, harmful=12, benign=12, d_model=32, num_heads=4, num_layers=2, k=2,
-                  pretrain_steps=1500, align_steps=300, scale_steps=100, pft_steps=60,
-                  batch=64, lr=3e-3, align_lr=1e-3, scale_lr=5e-2, pft_lr=1e-3, ig_steps=16),
-    "full": dict(seeds=3, harmful=16, benign=16, d_model=32, num_heads=4, num_layers=2, k=2,
-                 pretrain_steps=2500, align_steps=400, scale_steps=100, pft_steps=60,
-                 batch=64, lr=3e-3, align_lr=1e-3, scale_lr=5e-2, pft_lr=1e-3, ig_steps=32),
+                  pretrain_steps=1500, align_steps=300, scale_steps=200, pft_steps=100,
+                  batch=64, lr=3e-3, align_lr=1e-3, scale_lr=5e-2, pft_lr=1e-4, ig_steps=16),
+    "full": dict(seeds=5, harmful=16, benign=16, d_model=32, num_heads=4, num_layers=2, k=2,
+                 pretrain_steps=2500, align_steps=400, scale_steps=200, pft_steps=100,
+                 batch=64, lr=3e-3, align_lr=1e-3, scale_lr=5e-2, pft_lr=1e-4, ig_steps=32),
 }
 
 
