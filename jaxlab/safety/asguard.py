@@ -9,6 +9,9 @@ The pieces, each a pure function of a :class:`~jaxlab.nn.Net` holding a toolkit
 * :func:`head_attribution`: IG over per-head gates :math:`g \in [0, 1]^{L \times H}` (the
   transformer's ``head_scale``) of the mean refusal log-probability
   :math:`\log P(y_{safe} \mid x)`, from all heads off (``g = 0``) to all on (``g = 1``);
+* :func:`eap_ig_heads`: the paper's EAP-IG score at head level, :math:`(z_h - z'_h) \cdot
+  \frac1m \sum_k \partial f / \partial z_h` with the gradient at interpolated input
+  embeddings between a corrupted (past-tense) and a clean (present-tense) prompt;
 * :func:`head_outputs` / :func:`patching_effects`: activation patching through the toolkit's
   self-attention hook: run a corrupted prompt with one head's pre-``W_O`` output replaced by
   its output on the clean prompt, and measure the change of the refusal log-probability;
@@ -60,7 +63,7 @@ from jaxlab.models.transformer import attention, init_cache
 from jaxlab.nn import Net
 from jaxlab.safety import tru
 
-__all__ = ["classify", "fold_head_scale", "fold_post_scale", "head_attribution",
+__all__ = ["classify", "eap_ig_heads", "fold_head_scale", "fold_post_scale", "head_attribution",
            "head_outputs", "integrated_gradients", "patching_effects", "rates", "safe_nll",
            "scales_to_head_scale", "vulnerable_heads"]
 
@@ -122,34 +125,79 @@ def _head_attribution(net, tokens, target_mask, steps):
 
 
 def _patch_hook(q, k, v, *, mask, bias, start, state):
-  """Self-attention that records every head's output and replaces the heads chosen by
-  ``state = (patch (B, T, H, D), use (H,))`` with ``patch``."""
+  """Self-attention that records every head's output, replaces the heads chosen by
+  ``state = (patch (B, T, H, D), use (H,), delta (B, T, H, D))`` with ``patch`` and adds
+  ``delta`` (zero: a point to take gradients with respect to the heads' outputs at)."""
   del start
   y = attention(q, k, v, mask=mask, bias=bias)
-  patch, use = state
-  return jnp.where(use[None, None, :, None], patch, y), y
+  patch, use, delta = state
+  return jnp.where(use[None, None, :, None], patch, y) + delta, y
 
 
-def head_outputs(net: Net, tokens: jax.Array, patch: jax.Array | None = None,
-                 use: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
+def head_outputs(net: Net, tokens: jax.Array | None, patch: jax.Array | None = None,
+                 use: jax.Array | None = None, *, delta: jax.Array | None = None,
+                 embeddings: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
   """One forward pass through the self-attention hook: returns the logits ``(B, T, V)`` and
   every head's pre-``W_O`` output ``(L, B, T, H, D)``; with ``patch`` (same shape as those
   outputs) and boolean ``use (L, H)``, the chosen heads' outputs are replaced by ``patch``
-  (activation patching; later layers see the patched stream)."""
-  _check_tokens(tokens)
+  (activation patching; later layers see the patched stream); ``delta`` (same shape) is
+  added to every head's output; ``embeddings (B, T, d_model)`` replace ``tokens`` (None)."""
   module = net.module()
   cfg = module.cfg
-  b, t = tokens.shape
+  if embeddings is None:
+    _check_tokens(tokens)
+    b, t = tokens.shape
+  else:
+    b, t = jnp.shape(embeddings)[:2]
   shape = (cfg.num_layers, b, t, cfg.num_heads, cfg.head_dim)
   if patch is None:
     patch, use = jnp.zeros(shape), jnp.zeros((cfg.num_layers, cfg.num_heads), bool)
   elif use is None or jnp.shape(patch) != shape or jnp.shape(use) != shape[:1] + shape[3:4]:
     raise ValueError(f"patch must be {shape} with use (L, H), got {jnp.shape(patch)} and "
                      f"{None if use is None else jnp.shape(use)}")
+  delta = jnp.zeros(shape) if delta is None else jnp.asarray(delta)
+  if delta.shape != shape:
+    raise ValueError(f"delta must be {shape}, got {delta.shape}")
   cache = init_cache(cfg, b, t)
-  out = module.forward(tokens, cache=cache, attend=_patch_hook,
-                       attend_state=(jnp.asarray(patch), jnp.asarray(use, bool)))
+  out = module.forward(tokens, embeddings=embeddings, cache=cache, attend=_patch_hook,
+                       attend_state=(jnp.asarray(patch), jnp.asarray(use, bool), delta))
   return out.logits, out.attend_state
+
+
+def eap_ig_heads(net: Net, clean: jax.Array, corrupt: jax.Array, target_mask: jax.Array,
+                 steps: int = 16) -> jax.Array:
+  r"""EAP-IG node scores per head ``(L, H)`` (the paper's attribution at head level):
+  :math:`(z_h - z'_h) \cdot rac1m \sum_k \partial f / \partial z_h`, the gradient taken at
+  the input embeddings :math:`e' + rac{k - 1/2}{m}(e - e')` between the ``corrupt``
+  (:math:`e'`, e.g. past tense) and the ``clean`` (:math:`e`, present tense) rows, with
+  :math:`z, z'` the heads' pre-``W_O`` outputs on the two and :math:`f` the mean target
+  log-probability of the clean rows' continuation (the paper's objective is a KL
+  divergence; the issue's is the refusal log-probability)."""
+  _check_tokens(clean, target_mask)
+  _check_tokens(corrupt, target_mask)
+  _check_steps(steps)
+  if clean.shape != corrupt.shape:
+    raise ValueError(f"clean and corrupt must have one shape, got {clean.shape} and "
+                     f"{corrupt.shape}")
+  return _eap_ig(net, jnp.asarray(clean), jnp.asarray(corrupt),
+                 jnp.asarray(target_mask, jnp.float32), int(steps))
+
+
+@functools.partial(jax.jit, static_argnums=4)
+def _eap_ig(net, clean, corrupt, target_mask, steps):
+  module = net.module()
+  e, e0 = module.embed(clean[:, :-1]), module.embed(corrupt[:, :-1])
+  _, z = head_outputs(net, clean[:, :-1])
+  _, z0 = head_outputs(net, corrupt[:, :-1])
+
+  def f(delta, a):
+    logits, _ = head_outputs(net, None, delta=delta, embeddings=e0 + a * (e - e0))
+    logp = jnp.take_along_axis(jax.nn.log_softmax(logits), clean[:, 1:, None], -1)[..., 0]
+    return jnp.mean(tru.sequence_log_probs(logp, target_mask))
+
+  alphas = (jnp.arange(steps, dtype=jnp.float32) + 0.5) / steps
+  grads = jax.vmap(lambda a: jax.grad(f)(jnp.zeros_like(z), a))(alphas)
+  return jnp.sum((z - z0) * jnp.mean(grads, 0), axis=(1, 2, 4))
 
 
 def patching_effects(net: Net, clean: jax.Array, corrupt: jax.Array,

@@ -25,7 +25,7 @@ def check_smoke_results(out: pathlib.Path) -> None:
       assert abs(m["refusal"] + m["comply"] + m["other"] - 1) < 1e-9
       assert 0 <= m["accuracy"] <= m["comply"] + 1e-9  # an exact answer complies
   attr = run["attribution"]
-  assert np.array(attr["ig_flip"]).shape == (CFG["num_layers"], CFG["num_heads"])
+  assert np.array(attr["eap_flip"]).shape == (CFG["num_layers"], CFG["num_heads"])
   assert len(asguard.claims(saved)) == 6
 
 
@@ -40,9 +40,9 @@ def test_splits_and_pools():
   # alignment never shows a past- or future-tense harmful request
   words = [tok.decode(r).split() for r in data["align"][0]]
   assert not [w for w in words if w[1] != "pres" and tr.is_harmful(w[2], w[3])]
-  assert any(w[-2:] == list(tr.REFUSAL) for w in words)
+  assert any(w[5:7] == list(tr.REFUSAL) for w in words)
   # mixed SFT: 30% refusal rows, narrow SFT: all refusal rows
-  refusals = lambda pool: np.mean([tok.decode(r).split()[-2:] == list(tr.REFUSAL)  # noqa: E731
+  refusals = lambda pool: np.mean([tok.decode(r).split()[5:7] == list(tr.REFUSAL)  # noqa: E731
                                    for r in pool[0]])
   assert refusals(data["pools"]["narrow"]) == 1.0
   assert abs(refusals(data["pools"]["mixed"]) - 0.3) < 0.01
@@ -57,7 +57,8 @@ def _result(asr, over, benign, spearman=0.5, seeds=3):
             "pres_neighbour": m(1 - over[a], 1 - over[a]),
             "benign": m(benign[a], benign[a])}
   runs = [{"arms": {a: arm(a) for a in asguard.ARMS},
-           "attribution": {"spearman_ig_patching": spearman, "topk_overlap": 0.5}}
+           "attribution": {"spearman_ig_patching": spearman, "topk_overlap": 0.5,
+                           "spearman_gate_ig_patching": 0.1}}
           for _ in range(seeds)]
   return {"config": CFG, "runs": runs}
 

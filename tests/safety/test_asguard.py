@@ -156,3 +156,33 @@ def test_bad_input_raises(net):
     ag.scales_to_head_scale(jnp.ones((3, 8)), [(0, 0)], 2, 2)
   with pytest.raises(ValueError, match="heads"):
     ag.scales_to_head_scale(jnp.ones((1, 8)), [(2, 0)], 2, 2)
+
+
+def test_eap_ig_equals_directional_derivatives_along_the_path(net):
+  # reference by forward mode: (z_h - z'_h) . grad_z_h f = d/d eps f(z_h + eps (z_h - z'_h)),
+  # averaged over the same midpoint interpolations of the input embeddings
+  clean = _rows(jax.random.key(9), n=2)
+  corrupt = clean.at[:, 1].set((clean[:, 1] + 3) % CFG.vocab_size)
+  mask = jnp.zeros((2, 5)).at[:, -2:].set(1.0)
+  steps = 4
+  got = np.asarray(ag.eap_ig_heads(net, clean, corrupt, mask, steps))
+  module = net.module()
+  e, e0 = module.embed(clean[:, :-1]), module.embed(corrupt[:, :-1])
+  _, z = ag.head_outputs(net, clean[:, :-1])
+  _, z0 = ag.head_outputs(net, corrupt[:, :-1])
+
+  def f(delta, a):
+    logits = ag.head_outputs(net, None, delta=delta, embeddings=e0 + a * (e - e0))[0]
+    logp = jnp.take_along_axis(jax.nn.log_softmax(logits), clean[:, 1:, None], -1)[..., 0]
+    return jnp.mean(jnp.sum(logp * mask, -1))
+
+  want = np.zeros((2, 2))
+  for layer in range(2):
+    for h in range(2):
+      direction = jnp.zeros_like(z).at[layer, :, :, h].set((z - z0)[layer, :, :, h])
+      want[layer, h] = np.mean([jax.jvp(lambda d, a=a: f(d, a), (jnp.zeros_like(z),),
+                                        (direction,))[1]
+                                for a in (np.arange(steps) + 0.5) / steps])
+  np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
+  # identical rows: nothing to attribute
+  np.testing.assert_allclose(ag.eap_ig_heads(net, clean, clean, mask, steps), 0.0, atol=1e-7)
