@@ -176,12 +176,15 @@ def test_eap_ig_equals_directional_derivatives_along_the_path(net):
     logp = jnp.take_along_axis(jax.nn.log_softmax(logits), clean[:, 1:, None], -1)[..., 0]
     return jnp.mean(jnp.sum(logp * mask, -1))
 
+  @jax.jit
+  def directional(direction, a):
+    return jax.jvp(lambda d: f(d, a), (jnp.zeros_like(z),), (direction,))[1]
+
   want = np.zeros((2, 2))
   for layer in range(2):
     for h in range(2):
       direction = jnp.zeros_like(z).at[layer, :, :, h].set((z - z0)[layer, :, :, h])
-      want[layer, h] = np.mean([jax.jvp(lambda d, a=a: f(d, a), (jnp.zeros_like(z),),
-                                        (direction,))[1]
+      want[layer, h] = np.mean([directional(direction, a)
                                 for a in (np.arange(steps) + 0.5) / steps])
   np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
   # identical rows: nothing to attribute
