@@ -374,8 +374,9 @@ def claims(result: dict) -> list[Claim]:
                     gate(oa.mean() < on.mean())))
   ar = _asr(result, "asguard_random")
   rows.append(Claim("Vulnerable heads matter: ASGuard's ASR is below ASGuard on random heads'",
-                    f"ASR ASGuard {pm(a)}, on random heads {pm(ar)}; scaling only {pm(_asr(result, 'scaling_only'))} "
-                    f"vs random {pm(_asr(result, 'scaling_random'))}",
+                    f"ASR ASGuard {pm(a)}, on random heads {pm(ar)}; scaling only "
+                    f"{pm(_asr(result, 'scaling_only'))} vs random "
+                    f"{pm(_asr(result, 'scaling_random'))}",
                     gate(a.mean() < ar.mean())))
   ba, b0 = _g(result, "asguard", "benign", "accuracy"), _g(result, "aligned", "benign", "accuracy")
   rows.append(Claim("ASGuard keeps benign accuracy (within 0.05 of the aligned model)",

@@ -23,8 +23,8 @@ import numpy as np
 
 from jaxlab.data import lm_tasks as lt
 
-__all__ = ["answer_words", "HARM_VERBS", "BENIGN_VERBS", "REFUSAL", "ROW", "PROMPT", "TENSES", "answer",
-           "encode", "is_harmful", "tokenizer"]
+__all__ = ["BENIGN_VERBS", "HARM_VERBS", "PROMPT", "REFUSAL", "ROW", "TENSES", "answer",
+           "answer_words", "encode", "is_harmful", "objects", "tokenizer"]
 
 TENSES = ("pres", "past", "fut")
 HARM_VERBS = ("make", "buy")
