@@ -1847,6 +1847,38 @@ def tru_docs() -> dict[str, str]:
   return quick_and_full("tru", _tru_report)
 
 
+def _asguard_report(record: dict) -> str:
+  from experiments import asguard  # noqa: PLC0415 (the experiment's claims and table)
+
+  runs, c = record["runs"], record["config"]
+  pre = np.array([r["pretrain_loss"] for r in runs])
+  a = runs[0]["attribution"]
+  ex = runs[0]["arms"]
+  examples = "\n".join(f"* {arm}: `{ex[arm]['past_harm']['examples'][0]}`, "
+                       f"`{ex[arm]['past_neighbour']['examples'][0]}`"
+                       for arm in ("aligned", "narrow_sft", "mixed_sft", "asguard",
+                                   "asguard_random"))
+  heads = ", ".join(f"L{h[0]}H{h[1]}" for h in a["vulnerable"])
+  return ("\n" + f"{c['harmful']} harmful and {c['benign']} benign objects; model "
+          f"{c['num_layers']} layers x {c['num_heads']} heads, d = {c['d_model']} "
+          f"({thousands(c['pretrain_steps'])} pretraining steps, final loss {pm(pre)}, "
+          f"{c['align_steps']} alignment steps), k = {c['k']} vulnerable heads, "
+          f"{c['scale_steps']} scale steps, {c['pft_steps']} fine-tuning steps per arm, "
+          + (f"{c['seeds']} seeds, {seconds(record['wall_time_s'])}; mean ± std over seeds:"
+             if c["seeds"] > 1 else f"1 seed, {seconds(record['wall_time_s'])}:") + "\n\n"
+          + table(asguard.TABLE_HEAD, asguard.table_rows(record)) + "\n\n"
+          + f"Seed 0: vulnerable heads {heads} ({a['num_flip']} flip and {a['num_always']} "
+          f"always-refused training requests); Spearman correlation of head IG with "
+          f"activation patching {f(a['spearman_ig_patching'])}.\n\n"
+          + "Greedy outputs of seed 0 (held-out past-tense harmful, past-tense near-neighbour):"
+          + "\n\n" + examples + "\n\n" + claims_table(asguard.claims(record)) + "\n")
+
+
+@register("asguard")
+def asguard_docs() -> dict[str, str]:
+  return quick_and_full("asguard", _asguard_report)
+
+
 CONFIGS = {"full": dict(check=False)}
 
 

@@ -108,6 +108,7 @@ ENTRIES: list[Entry] = [
     Entry("ATA", "ata", "OpenReview wwA0X3UfAn"),
     Entry("TTOM", "ttom", "Qu et al., arXiv:2510.07940"),
     Entry("TRU", "tru", "arXiv:2603.09980"),
+    Entry("ASGuard", "asguard", "arXiv:2509.25843"),
 ]
 
 

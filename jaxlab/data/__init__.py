@@ -26,6 +26,8 @@ Modules:
   digits, layout types and prompt streams (TTOM's test bed).
 * :mod:`~jaxlab.data.moving_digits`: deterministic moving-digit videos and a lossless
   2 x 2 patch tokenizer (Lumos-1's test bed).
+* :mod:`~jaxlab.data.tense_requests`: present / past / future-tense requests with harmful
+  and benign objects and verbs, answers and the refusal (ASGuard's test bed).
 * :mod:`~jaxlab.data.matching_instances`: incremental-matching instances
   (uniform, clustered, digits L1, road graph).
 * :mod:`~jaxlab.data.span_tasks`: prompts answered by several independent spans, with
@@ -56,7 +58,7 @@ from jaxlab.data.reason_pairs import PreferenceData
 _MODULES = ("digit_layouts", "digit_pairs", "digits", "entity_facts", "fact_qa",
             "fact_texts", "kitchen", "kv_recall", "lm_tasks", "markov_text",
             "matching_instances", "mixtures", "moving_digits", "optim_problems",
-            "reason_pairs", "reward_tasks", "span_tasks", "subtasks")
+            "reason_pairs", "reward_tasks", "span_tasks", "subtasks", "tense_requests")
 
 
 def __getattr__(name: str):
@@ -70,4 +72,5 @@ def __getattr__(name: str):
 __all__ = ["Digits", "PreferenceData", "digit_layouts", "digit_pairs", "digits",
            "entity_facts", "fact_qa", "fact_texts", "kitchen", "kv_recall", "lm_tasks",
            "load_digits", "markov_text", "matching_instances", "mixtures", "moving_digits",
-           "optim_problems", "reason_pairs", "reward_tasks", "span_tasks", "subtasks"]
+           "optim_problems", "reason_pairs", "reward_tasks", "span_tasks", "subtasks",
+           "tense_requests"]

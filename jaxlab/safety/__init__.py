@@ -5,6 +5,9 @@ faithfully and shows it on a small model trained from scratch on synthetic data
 built so that the failure the paper fixes occurs; each module's docstring says
 what is the paper's and what is our stand-in.
 
+* :mod:`~jaxlab.safety.asguard`: ASGuard: head attribution (integrated gradients on the
+  refusal log-probability, activation patching), the vulnerable-head set, per-head scaling
+  vectors (pre-``W_O`` and post-projection) and preventive fine-tuning.
 * :mod:`~jaxlab.safety.ata`: ATA, attending to the active subtask: mutual and dynamic
   masks on selected heads, the active-subtask score with its entropy gate and the chain /
   branch / parallel rules, greedy decoding through the toolkit's KV cache.
@@ -19,6 +22,6 @@ what is the paper's and what is our stand-in.
   losses (gradient ascent, gradient difference, NPO, "I don't know" SFT) and metrics.
 """
 
-from jaxlab.safety import ata, redacbench, tru, virf
+from jaxlab.safety import asguard, ata, redacbench, tru, virf
 
-__all__ = ["ata", "redacbench", "tru", "virf"]
+__all__ = ["asguard", "ata", "redacbench", "tru", "virf"]

@@ -10,7 +10,8 @@ METHODS = ("quant_optim", "matching_incremental", "flow_actor_critic", "dipper",
            "trec", "alpha_dpo", "recouple", "ttm", "lm_toolkit", "adaback",
            "expert_divergence", "cocomix", "sstoken",
            "sfdd", "cascadia", "g_nll", "freekv", "planned_diffusion", "fastflow",
-           "distill_kac", "lumos", "redacbench", "virf", "ata", "ttom", "tru")
+           "distill_kac", "lumos", "redacbench", "virf", "ata", "ttom", "tru",
+           "asguard")
 
 
 def test_generated_regions_match_the_committed_results():
