@@ -276,21 +276,20 @@ def test_embeddings_input_and_cross_attention_weights():
 
 
 def test_graph_is_abstract_and_fit_next_token_learns_a_copy_task():
-  cfg = TransformerConfig(vocab_size=6, d_model=16, num_heads=2, num_layers=1, seq_len=8)
+  cfg = TransformerConfig(vocab_size=6, d_model=8, num_heads=1, num_layers=1, seq_len=4)
   g = transformer.graph(cfg)
   assert g.params is None
-  made = transformer.create(cfg, jax.random.key(0))
-  assert jax.tree.structure(g.replace(params=made.params).params) == jax.tree.structure(
-      made.params)
-  # rows "a a a ..." for a random a: every next token is the input token (copy)
+  made = jax.eval_shape(lambda: transformer.create(cfg, jax.random.key(0)).params)
+  assert jax.tree.structure(g.replace(params=made).params) == jax.tree.structure(made)
+  # rows "a a a a a" for a random a: every next token is the input token (copy)
   a = jax.random.randint(jax.random.key(1), (64, 1), 1, 6)
-  tokens = jnp.broadcast_to(a, (64, 8)).astype(jnp.int32)
-  mask = jnp.ones((64, 7))
-  run = jax.jit(lambda k: transformer.fit_next_token(k, cfg, tokens, mask, optax.adam(3e-2),
-                                                      num_steps=40, batch_size=16))
+  tokens = jnp.broadcast_to(a, (64, 5)).astype(jnp.int32)
+  mask = jnp.ones((64, 4))
+  run = jax.jit(lambda k: transformer.fit_next_token(k, cfg, tokens, mask, optax.adam(5e-2),
+                                                      num_steps=60, batch_size=16))
   params, losses = run(jax.random.key(2))
-  assert losses.shape == (40,)
-  final = transformer.next_token_loss(g.replace(params=params), tokens, mask)
-  assert float(losses[0]) > 1.0 and float(final) < 0.1  # from about log 6 to near 0
+  assert losses.shape == (60,)
+  # every row is a copy task, so the last minibatch losses stand for the whole set
+  assert float(losses[0]) > 1.0 and float(losses[-5:].mean()) < 0.1  # about log 6 -> near 0
   params2, _ = run(jax.random.key(2))  # same key, same result
   assert all(jax.tree.leaves(jax.tree.map(lambda x, y: bool((x == y).all()), params, params2)))
