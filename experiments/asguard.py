@@ -44,6 +44,7 @@ run: ``--harmful 64 --benign 64 --d-model 128 --num-layers 4 --num-heads 8 --k 6
 
 from __future__ import annotations
 
+import functools
 import time
 
 import jax
@@ -440,13 +441,7 @@ def _table(result: dict) -> str:
 
 def main(argv=None) -> dict:
   def run(cfg, args):
-    cache = {}
-
-    def progs(vocab):
-      if vocab not in cache:
-        cache[vocab] = make_programs(cfg, vocab)
-      return cache[vocab]
-
+    progs = functools.cache(functools.partial(make_programs, cfg))  # per vocabulary size
     runs = seed_runs(args.out, cfg, lambda seed: run_seed(seed, cfg, progs), "asguard")
     return {"arms": list(ARMS), "sets": list(SETS), "runs": runs}
 

@@ -38,6 +38,7 @@ judge; spec-scale flags for a GPU run: ``--entities 256 --domains 8 --relations 
 
 from __future__ import annotations
 
+import functools
 import time
 
 import jax
@@ -233,7 +234,7 @@ def evaluate(net: Net, data: dict) -> dict:
   return out
 
 
-def run_seed(seed: int, cfg: dict, progs: dict) -> dict:
+def run_seed(seed: int, cfg: dict, progs) -> dict:
   data = build_data(seed, cfg)
   prog = progs(data["tok"].vocab_size)
   k_pre, k_un = jax.random.split(jax.random.key(seed))
@@ -406,13 +407,7 @@ def _table(result: dict) -> str:
 
 def main(argv=None) -> dict:
   def run(cfg, args):
-    cache = {}
-
-    def progs(vocab):
-      if vocab not in cache:
-        cache[vocab] = make_programs(cfg, vocab)
-      return cache[vocab]
-
+    progs = functools.cache(functools.partial(make_programs, cfg))  # per vocabulary size
     runs = seed_runs(args.out, cfg, lambda seed: run_seed(seed, cfg, progs), "tru")
     return {"arms": ["base", *arm_names(cfg)], "sets": list(SETS), "runs": runs}
 
