@@ -322,6 +322,25 @@ def init_carry(key: jax.Array, net: Net, cfg: TTOConfig, caption: jax.Array, val
                   jnp.zeros((*jnp.shape(valid), s, s)))
 
 
+class _Guidance(NamedTuple):
+  """Loop state of latent guidance at one step: the latent and the loss before the first move."""
+
+  y: jax.Array
+  first: jax.Array
+
+
+class _LoraLoop(NamedTuple):
+  """Loop state of the adapters' optimisation at one denoising step."""
+
+  w: Any
+  opt_state: Any
+  n: jax.Array  # updates made
+  k: jax.Array  # evaluations made
+  loss: jax.Array  # at the current adapters
+  first: jax.Array  # at the adapters this step started from
+  aux: Any  # (eps, maps) at the current adapters
+  done: jax.Array
+
 def make_hook(net: Net, cfg: TTOConfig, mode: str):
   """The :func:`jaxlab.models.ddpm.sample` hook of one arm.
 
@@ -364,12 +383,11 @@ def make_hook(net: Net, cfg: TTOConfig, mode: str):
       def on(c):
         grad_x = jax.value_and_grad(lambda y: loss_of(net.params, y, t, c)[0])
 
-        def body(k, carry):  # z <- z - step * grad_z L  [C]
-          y, first = carry
-          loss, g = grad_x(y)
-          return y - cfg.guidance_step * g, jnp.where(k == 0, loss, first)
+        def body(k, g: _Guidance) -> _Guidance:  # z <- z - step * grad_z L  [C]
+          loss, grad = grad_x(g.y)
+          return _Guidance(g.y - cfg.guidance_step * grad, jnp.where(k == 0, loss, g.first))
 
-        y, l0 = jax.lax.fori_loop(0, cfg.guidance_iters, body, (x, jnp.zeros(())))
+        y, l0 = jax.lax.fori_loop(0, cfg.guidance_iters, body, _Guidance(x, jnp.zeros(())))
         loss, (eps, maps) = loss_of(net.params, y, t, c)
         c = c._replace(iters=c.iters + cfg.guidance_iters,
                        first_loss=jnp.where(i == 0, l0, c.first_loss),
@@ -384,17 +402,7 @@ def make_hook(net: Net, cfg: TTOConfig, mode: str):
     def on(c):
       vg = jax.value_and_grad(lora_loss, has_aux=True)
 
-      class Loop(NamedTuple):
-        w: Any
-        opt_state: Any
-        n: jax.Array  # updates made
-        k: jax.Array  # evaluations made
-        loss: jax.Array  # at the current adapters
-        first: jax.Array  # at the adapters this step started from
-        aux: Any  # (eps, maps) at the current adapters
-        done: jax.Array
-
-      def body(s: Loop):
+      def body(s: _LoraLoop) -> _LoraLoop:
         # one evaluation per pass (one copy of the backward graph): the loss, eps and maps at
         # the current adapters, then an update unless stopped: up to `iters` updates, early
         # stop once the loss is below the threshold [C]
@@ -402,13 +410,13 @@ def make_hook(net: Net, cfg: TTOConfig, mode: str):
         go = c.optimise & (s.n < cfg.iters) & (loss >= cfg.threshold)
         upd, opt_state = opt.update(g, s.opt_state, s.w)
         keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(go, a, b), new, old)
-        return Loop(keep(optax.apply_updates(s.w, upd), s.w), keep(opt_state, s.opt_state),
+        return _LoraLoop(keep(optax.apply_updates(s.w, upd), s.w), keep(opt_state, s.opt_state),
                     s.n + go.astype(jnp.int32), s.k + 1, loss,
                     jnp.where(s.k == 0, loss, s.first), aux, ~go)
 
       zeros = (jnp.zeros_like(x), jnp.zeros_like(c.maps))
       s = jax.lax.while_loop(lambda s: ~s.done, body,
-                             Loop(c.lora, c.opt_state, jnp.zeros((), jnp.int32),
+                             _LoraLoop(c.lora, c.opt_state, jnp.zeros((), jnp.int32),
                                   jnp.zeros((), jnp.int32), jnp.zeros(()), jnp.zeros(()), zeros,
                                   jnp.asarray(False)))
       eps, maps = s.aux
