@@ -15,7 +15,7 @@ FOUNDATION = ("jaxlab.core", "jaxlab.quant")  # leaf numerics: keys, checks, flo
 SHARED = ("jaxlab.nn", "jaxlab.training", "jaxlab.data", "jaxlab.envs")
 METHODS = ("jaxlab.optim", "jaxlab.matching", "jaxlab.rl", "jaxlab.dynamics",
            "jaxlab.preference", "jaxlab.lm", "jaxlab.inference", "jaxlab.generative",
-           "jaxlab.safety")
+           "jaxlab.safety", "jaxlab.agents", "jaxlab.vision")
 # package -> the jaxlab packages it may import (besides itself)
 ALLOWED = {
     "jaxlab.core": (),
@@ -31,7 +31,10 @@ ALLOWED = {
     # so that no cycle can form (TTM's hard pseudo-labels use matching's exact assignment)
     "jaxlab.preference": (*FOUNDATION, *SHARED, "jaxlab.models", "kernels_pallas",
                           "jaxlab.matching"),
-    "jaxlab.trec": ("jaxlab.dynamics",),  # re-export of jaxlab.dynamics.trec
+    # CARE's entity reward uses matching's exact assignment
+  "jaxlab.vision": (*FOUNDATION, *SHARED, "jaxlab.models", "kernels_pallas",
+                    "jaxlab.matching"),
+  "jaxlab.trec": ("jaxlab.dynamics",),  # re-export of jaxlab.dynamics.trec
     "jaxlab": (),
 }
 

@@ -1,0 +1,8 @@
+"""Vision mechanisms (issues 21 and 22), each shown on synthetic or bundled data.
+
+The papers build large vision systems; each module here implements the core mechanism as
+importable JAX functions on small models trained from scratch, and its docstring says what
+is the paper's and what is our stand-in.
+"""
+
+__all__: list[str] = []
