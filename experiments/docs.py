@@ -111,6 +111,11 @@ def seconds(x: float) -> str:
   return f"{thousands(x)} s"
 
 
+def pct(x: float, decimals: int = 1) -> str:
+  """A share in ``[0, 1]`` as a percentage (``37.6%``)."""
+  return f"{100 * x:.{decimals}f}%"
+
+
 def signed(x: float, decimals: int = 3) -> str:
   return ("+" if x >= 0 else "") + f(x, decimals)
 
@@ -749,6 +754,14 @@ def flow_actor_critic() -> dict[str, str]:
       "quick_scan": f"{q['scan_seed_steps_per_s']:.0f}",
       "quick_loop": f"{q['loop_seed_steps_per_s']:.0f}",
       "quick_ratio": f"{q['ratio']:.2f}",
+      # the profile of one chunk (bench --profile-steps): what the scan can remove
+      "profile_steps": thousands(b["profile"]["steps"]),
+      "profile_overhead": pct(b["profile"]["share"]["loop control"]
+                              + b["profile"]["share"]["sampling"]),
+      "profile_density": pct(b["profile"]["share"]["density"]),
+      "profile_distill": pct(b["profile"]["share"]["distillation"]),
+      "profile_rest": pct(b["profile"]["share"]["critic+actor+Adam"]),
+      "loop_overhead": pct(1 - b["scan_s"] / b["loop_s"]),
       "quick_setup": (f"{thousands(q['steps'])} steps per seed, nets "
                       f"{' x '.join(str(h) for h in q['hidden'])}"),
       "og_q_max": ", ".join(f"{g(ogarms[a]['critic/q_pi_max']['mean'], 2)} ({a})"
