@@ -25,3 +25,17 @@ def test_net_applies_with_its_or_given_params_and_unpacks_as_the_older_pair():
       jax.random.split(jax.random.key(1), 2))
   assert isinstance(nets, Net) and jax.tree.leaves(nets.params)[0].shape[0] == 2
   assert jax.vmap(lambda n: n(x))(nets).shape == (2, 4, 2)
+
+
+def test_mlp_features_are_the_last_hidden_activations():
+  for layer_norm in (False, True):
+    module = MLP(3, [8, 5], 2, layer_norm=layer_norm, rngs=nnx.Rngs(0))
+    x = jnp.linspace(-1.0, 1.0, 12).reshape(4, 3)
+    h = x
+    for i, layer in enumerate(module.hidden):  # the forward pass written out by hand
+      h = jax.nn.gelu(h @ layer.kernel[...] + layer.bias[...])
+      if layer_norm:
+        h = module.norms[i](h)
+    np.testing.assert_allclose(module.features(x), h, rtol=1e-6, atol=1e-6)
+    assert module.features(x).shape == (4, 5)
+    np.testing.assert_array_equal(module(x), module.out(module.features(x)))
