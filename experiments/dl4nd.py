@@ -192,7 +192,8 @@ def claims(result: dict) -> list[Claim]:
       continue
     cross, within = get(s, "label_acc/cross"), get(s, "label_acc/within")
     rows.append(Claim(
-        f"Cross-domain relabelling gives higher label accuracy than within-domain ({where})",
+        f"Cross-domain relabelling gives higher label accuracy than within-domain ({where}; "
+        "the paper, RotatedMNIST: 98.1% vs 75.7%)",
         f"label accuracy {pm(cross)} vs {pm(within)} (noisy labels "
         f"{pm(get(s, 'label_acc/noisy'))}; nearest-proxy accuracy of all rows: other domains "
         f"{pm(get(s, 'nearest_acc/cross'))}, own domain {pm(get(s, 'nearest_acc/within'))}); "

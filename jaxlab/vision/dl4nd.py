@@ -43,8 +43,8 @@ Example:
   >>> net = train(net, key2, x, out.labels, num_steps=1500)              # continue
 
 References:
-  Wang, Teterwak, Kaushik, Saenko, Plummer, "Noise-Aware Generalization: Robustness to
-  In-Domain Noise and Out-of-Domain Generalization", arXiv:2504.02996, 2025.
+  Wang, Liu, Plummer, "Noise-Aware Generalization: Robustness to
+  In-Domain Noise and Out-of-Domain Generalization", ICLR 2026, arXiv:2504.02996.
   Li, Socher, Hoi, "DivideMix: Learning with Noisy Labels as Semi-supervised Learning",
   ICLR 2020, arXiv:2002.07394 (the two-component GMM on per-sample losses).
 """
