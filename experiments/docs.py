@@ -1892,6 +1892,26 @@ def asguard_docs() -> dict[str, str]:
   return quick_and_full("asguard", _asguard_report)
 
 
+def _dl4nd_report(record: dict) -> str:
+  from experiments import dl4nd  # noqa: PLC0415 (the experiment's claims and tables)
+
+  c = record["config"]
+  return ("\n" + f"{c['seeds']} seed(s) x held-out domains {list(c['held_out'])}, rotation "
+          f"sets {', '.join(c['angle_sets'])}; {thousands(c['warmup_steps'])} warm-up + "
+          f"{thousands(c['steps'])} Adam steps (batch {c['batch']}), noise {c['noise']:g}; "
+          f"{seconds(record['wall_time_s'])}. Per seed the mean over the held-out domains, "
+          "then mean ± std over seeds:\n\n"
+          + table(dl4nd.TABLE_HEAD, dl4nd.table_rows(record)) + "\n\n"
+          + "The GMM split and the diagnostics:\n\n"
+          + table(dl4nd.SPLIT_HEAD, dl4nd.split_rows(record)) + "\n\n"
+          + claims_table(dl4nd.claims(record)) + "\n")
+
+
+@register("dl4nd")
+def dl4nd_docs() -> dict[str, str]:
+  return quick_and_full("dl4nd", _dl4nd_report)
+
+
 CONFIGS = {"full": dict(check=False)}
 
 

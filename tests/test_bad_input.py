@@ -430,3 +430,25 @@ def test_lumos_rejects_ids_outside_the_vocab_and_bad_ratios():
   with pytest.raises(ValueError, match="^mask_history_ratio"):
     lumos.later_frames_cross_entropy(net, text, video, lay, pos, num_codes=4, mask_id=4,
                                      mask_history_ratio=float("nan"))
+
+
+# --- dl4nd: a suspect with no candidate proxy, labels and domains out of range ----------------
+
+def test_dl4nd_keeps_the_label_without_a_candidate_and_rejects_bad_rows():
+  from jaxlab.vision import dl4nd  # noqa: PLC0415
+
+  feats = np.array([[1.0, 0.0], [0.0, 1.0]], np.float32)
+  labels, domains, suspect = np.array([2, 1]), np.array([0, 1]), np.array([True, True])
+  # only domain 0 has proxies: row 0 (domain 0) has no other-domain candidate; argmax over an
+  # all -inf row would silently pick class 0
+  proxies = dl4nd.Proxies(jnp.ones((3, 2, 2)), jnp.array([[1, 0], [1, 0], [1, 0]]))
+  new, dom = dl4nd.nearest_proxy_labels(feats, labels, domains, suspect, proxies)
+  np.testing.assert_array_equal(new[0], 2)  # kept, and flagged by domain -1
+  assert int(dom[0]) == -1 and int(dom[1]) == 0
+  with pytest.raises(ValueError, match="domains must be in"):
+    dl4nd.nearest_proxy_labels(feats, labels, np.array([0, 2]), suspect, proxies)
+  with pytest.raises(ValueError, match="suspect must be a bool"):
+    dl4nd.nearest_proxy_labels(feats, labels, domains, np.array([1, 0]), proxies)
+  with pytest.raises(TypeError, match="labels must be integers"):
+    dl4nd.class_domain_proxies(feats, labels.astype(float), domains, suspect, num_classes=3,
+                               num_domains=2)

@@ -41,6 +41,8 @@ Modules:
   test bed).
 * :mod:`~jaxlab.data.subtasks`: multi-subtask prompts with gold subtask spans and the
   per-subtask grading (correct / mixed / wrong / omitted; ATA's test bed).
+* :mod:`~jaxlab.data.rotated_digits`: four right-angle (or 15-degree) rotation domains of the
+  digits with exact asymmetric label noise and leave-one-domain-out splits (DL4ND's test bed).
 * :mod:`~jaxlab.data.optim_problems`: optimizer test problems (Rosenbrock, least
   squares, digits / MNIST / CIFAR-10 classification through ``tfds.data_source``).
 
@@ -58,7 +60,8 @@ from jaxlab.data.reason_pairs import PreferenceData
 _MODULES = ("digit_layouts", "digit_pairs", "digits", "entity_facts", "fact_qa",
             "fact_texts", "kitchen", "kv_recall", "lm_tasks", "markov_text",
             "matching_instances", "mixtures", "moving_digits", "optim_problems",
-            "reason_pairs", "reward_tasks", "span_tasks", "subtasks", "tense_requests")
+            "reason_pairs", "reward_tasks", "rotated_digits", "span_tasks", "subtasks",
+            "tense_requests")
 
 
 def __getattr__(name: str):
@@ -72,5 +75,5 @@ def __getattr__(name: str):
 __all__ = ["Digits", "PreferenceData", "digit_layouts", "digit_pairs", "digits",
            "entity_facts", "fact_qa", "fact_texts", "kitchen", "kv_recall", "lm_tasks",
            "load_digits", "markov_text", "matching_instances", "mixtures", "moving_digits",
-           "optim_problems", "reason_pairs", "reward_tasks", "span_tasks", "subtasks",
-           "tense_requests"]
+           "optim_problems", "reason_pairs", "reward_tasks", "rotated_digits", "span_tasks",
+           "subtasks", "tense_requests"]

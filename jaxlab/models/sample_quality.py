@@ -148,10 +148,7 @@ def frechet_distance_features(features1: Any, features2: Any) -> float:
 
 def _features(net: Net, x: jax.Array) -> jax.Array:
   """Penultimate activations: the MLP's hidden layers (GELU), without its output layer."""
-  module = net.module()
-  for layer in module.hidden:
-    x = jax.nn.gelu(layer(x))
-  return x
+  return net.module().features(x)
 
 
 @jax.jit

@@ -40,11 +40,16 @@ class MLP(nnx.Module):
     self.out = nnx.Linear(dims[-1], out_dim, rngs=rngs)
 
   def __call__(self, x: jax.Array) -> jax.Array:
+    return self.out(self.features(x))
+
+  def features(self, x: jax.Array) -> jax.Array:
+    """The last hidden layer's activations (after its GELU and LayerNorm): the penultimate
+    features the output layer reads, e.g. ``net.module().features(x)``."""
     for i, layer in enumerate(self.hidden):
       x = jax.nn.gelu(layer(x))
       if len(self.norms):
         x = self.norms[i](x)
-    return self.out(x)
+    return x
 
 
 class Net(struct.PyTreeNode):

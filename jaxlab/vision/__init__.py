@@ -3,6 +3,13 @@
 The papers build large vision systems; each module here implements the core mechanism as
 importable JAX functions on small models trained from scratch, and its docstring says what
 is the paper's and what is our stand-in.
+
+Modules:
+
+* :mod:`~jaxlab.vision.dl4nd`: DL4ND's noise detection (2-component GMM on per-sample
+  losses) and one-shot cross-domain relabelling by per-(class, domain) feature proxies.
 """
 
-__all__: list[str] = []
+from jaxlab.vision import dl4nd
+
+__all__: list[str] = ["dl4nd"]
