@@ -18,10 +18,14 @@ so a world point ``p`` is ``R^T (p - c)`` in the camera frame (``+z`` forward).
 ``scale_range``), Gaussian noise on both hands' 3-D keypoints, and the metric hand depth
 (the hand-pose estimate's) as the true depth on the hand's pixels.
 
+Scenes and noise are drawn in NumPy from a seed (cheap, and nothing to compile); rendering
+and :func:`observe` are jnp, jittable and vmappable over stacked scenes.
+
 Example:
-  >>> scene = make_scene(jax.random.key(0))
+  >>> scene = make_scene(0, hands=2)                        # NumPy geometry, 42 keypoints
   >>> exo = render(scene, scene.exo, k_exo, 64, 64)         # Render(rgb, depth, hand)
-  >>> obs = observe(key, scene, exo, kp_noise=0.005, depth_noise=0.01)
+  >>> noise = draw_noise(1, (64, 64), 42)
+  >>> obs = observe(scene, exo, noise, kp_noise=0.005, depth_noise=0.01)
 """
 
 from __future__ import annotations
@@ -74,15 +78,16 @@ class Observation(NamedTuple):
   kp_ego: jax.Array  # (N, 3) noisy keypoints, egocentric camera frame
 
 
-def look_at(centre: jax.Array, target: jax.Array) -> Camera:
+def look_at(centre: np.ndarray, target: np.ndarray) -> Camera:
   """A camera at ``centre`` looking at ``target``, its image rows pointing down the world's
-  ``-z`` as far as they can."""
-  fwd = target - centre
-  fwd = fwd / jnp.linalg.norm(fwd)
-  right = jnp.cross(fwd, jnp.array([0.0, 0.0, 1.0]))
-  right = right / jnp.linalg.norm(right)
-  down = jnp.cross(fwd, right)
-  return Camera(jnp.stack([right, down, fwd], 1), centre)
+  ``-z`` as far as they can (float32 NumPy)."""
+  fwd = np.asarray(target, np.float64) - centre
+  fwd = fwd / np.linalg.norm(fwd)
+  right = np.cross(fwd, [0.0, 0.0, 1.0])
+  right = right / np.linalg.norm(right)
+  down = np.cross(fwd, right)
+  return Camera(np.stack([right, down, fwd], 1).astype(np.float32),
+                np.asarray(centre, np.float32))
 
 
 def to_camera(cam: Camera, points: jax.Array) -> jax.Array:
@@ -92,39 +97,39 @@ def to_camera(cam: Camera, points: jax.Array) -> jax.Array:
 
 def relative_pose(exo: Camera, ego: Camera) -> tuple[jax.Array, jax.Array]:
   """``(R, t)`` with ``x_ego = R x_exo + t`` (the similarity Umeyama should find, scale 1)."""
-  rot = ego.rotation.T @ exo.rotation
-  return rot, ego.rotation.T @ (exo.centre - ego.centre)
+  rot = jnp.swapaxes(ego.rotation, -1, -2) @ exo.rotation
+  t = jnp.einsum("...ji,...j->...i", ego.rotation, exo.centre - ego.centre)
+  return rot, t
 
 
-def _rot(axis: int, angle: jax.Array) -> jax.Array:
-  c, s = jnp.cos(angle), jnp.sin(angle)
+def _rot(axis: int, angle: float) -> np.ndarray:
+  c, s = np.cos(angle), np.sin(angle)
   i, j = [(1, 2), (2, 0), (0, 1)][axis]
-  m = jnp.eye(3).at[i, i].set(c).at[j, j].set(c).at[i, j].set(-s).at[j, i].set(s)
+  m = np.eye(3)
+  m[i, i] = m[j, j] = c
+  m[i, j], m[j, i] = -s, s
   return m
 
 
-def hand_keypoints(key: jax.Array) -> jax.Array:
+def hand_keypoints(rng: np.random.Generator) -> np.ndarray:
   """``(21, 3)`` keypoints of one hand in its own frame (wrist at 0, fingers along ``+y``,
   palm normal ``+z``), with random finger lengths, spread and curl (bending to ``-z``)."""
-  k_len, k_spread, k_curl = jax.random.split(key, 3)
-  base_x = jnp.array([-0.035, -0.02, 0.0, 0.018, 0.034])  # MCP positions across the palm
-  base_y = jnp.array([0.03, 0.085, 0.09, 0.085, 0.075])
-  seg = jnp.array([0.035, 0.04, 0.045, 0.042, 0.035]) * jax.random.uniform(
-      k_len, (FINGERS,), minval=0.85, maxval=1.15)
-  spread = jnp.array([-0.7, -0.2, 0.0, 0.15, 0.35]) + 0.1 * jax.random.normal(
-      k_spread, (FINGERS,))
-  curl = jax.random.uniform(k_curl, (FINGERS,), minval=0.0, maxval=0.6)  # per joint (rad)
-  points = [jnp.zeros(3)]
+  base_x = np.array([-0.035, -0.02, 0.0, 0.018, 0.034])  # MCP positions across the palm
+  base_y = np.array([0.03, 0.085, 0.09, 0.085, 0.075])
+  seg = np.array([0.035, 0.04, 0.045, 0.042, 0.035]) * rng.uniform(0.85, 1.15, FINGERS)
+  spread = np.array([-0.7, -0.2, 0.0, 0.15, 0.35]) + 0.1 * rng.standard_normal(FINGERS)
+  curl = rng.uniform(0.0, 0.6, FINGERS)  # per joint (rad)
+  points = [np.zeros(3)]
   for f in range(FINGERS):
-    p = jnp.array([base_x[f], base_y[f], 0.0])
+    p = np.array([base_x[f], base_y[f], 0.0])
     points.append(p)
     for j in range(1, JOINTS):
       bend = curl[f] * j
-      step = jnp.array([jnp.sin(spread[f]) * jnp.cos(bend), jnp.cos(spread[f]) * jnp.cos(bend),
-                        -jnp.sin(bend)])
+      step = np.array([np.sin(spread[f]) * np.cos(bend), np.cos(spread[f]) * np.cos(bend),
+                       -np.sin(bend)])
       p = p + seg[f] * (1.0 - 0.15 * j) * step
       points.append(p)
-  return jnp.stack(points)
+  return np.stack(points)
 
 
 def _bones(hands: int) -> np.ndarray:
@@ -139,55 +144,62 @@ def _bones(hands: int) -> np.ndarray:
   return np.array(pairs)
 
 
-def make_scene(key: jax.Array, hands: int = 1) -> Scene:
-  """A random scene: boxes on the floor around the origin, ``hands`` hands over it (21
-  keypoints each), an exocentric camera 0.6-0.9 m away at 25-45 degrees elevation and an
-  egocentric camera about 0.45 m behind and above the hand."""
+def make_scene(rng: np.random.Generator | int, hands: int = 1) -> Scene:
+  """A random scene (float32 NumPy; the geometry is drawn in NumPy, the rendering is jnp):
+  boxes on the floor around the hands, ``hands`` hands over it (21 keypoints each), an
+  exocentric camera 0.6-0.9 m away at 25-45 degrees elevation and an egocentric camera
+  0.2-0.35 m behind and 0.3-0.45 m above the hands, on the far side from the exocentric one.
+
+  Args:
+    rng: a NumPy generator or a seed.
+    hands: 1 or 2 (21 or 42 keypoints).
+  """
   if hands not in (1, 2):
     raise ValueError(f"hands must be 1 or 2, got {hands!r}")
-  keys = jax.random.split(key, 10)
-  # boxes: centres 0.2-0.45 m from the hand's footprint, 2-4 of them shown, at most 0.16 m
+  rng = np.random.default_rng(rng)
+  # boxes: centres 0.2-0.45 m from the hands' footprint, 2-4 of them shown, at most 0.16 m
   # tall (the hands float 0.2-0.3 m up, so a box rarely hides them)
-  ring = jax.random.uniform(keys[0], (NUM_BOXES, 2), minval=jnp.array([0.2, -np.pi]),
-                            maxval=jnp.array([0.45, np.pi]))
-  centre = ring[:, :1] * jnp.stack([jnp.cos(ring[:, 1]), jnp.sin(ring[:, 1])], 1)
-  half = jax.random.uniform(keys[1], (NUM_BOXES, 3), minval=jnp.array([0.04, 0.04, 0.03]),
-                            maxval=jnp.array([0.12, 0.12, 0.08]))
-  lo = jnp.concatenate([centre - half[:, :2], jnp.zeros((NUM_BOXES, 1))], 1)
-  hi = jnp.concatenate([centre + half[:, :2], 2 * half[:, 2:]], 1)
-  color = jax.random.uniform(keys[2], (NUM_BOXES, 3), minval=0.15, maxval=0.95)
-  shown = jax.random.randint(keys[3], (), 2, NUM_BOXES + 1)
-  on = jnp.arange(NUM_BOXES) < shown
-  # hands: rotated about z (yaw), tilted a little, 0.2-0.3 m above the floor
+  radius = rng.uniform(0.2, 0.45, NUM_BOXES)
+  angle = rng.uniform(-np.pi, np.pi, NUM_BOXES)
+  centre = radius[:, None] * np.stack([np.cos(angle), np.sin(angle)], 1)
+  half = rng.uniform([0.04, 0.04, 0.03], [0.12, 0.12, 0.08], (NUM_BOXES, 3))
+  lo = np.concatenate([centre - half[:, :2], np.zeros((NUM_BOXES, 1))], 1)
+  hi = np.concatenate([centre + half[:, :2], 2 * half[:, 2:]], 1)
+  color = rng.uniform(0.15, 0.95, (NUM_BOXES, 3))
+  on = np.arange(NUM_BOXES) < rng.integers(2, NUM_BOXES + 1)
+  # hands: rotated about z (yaw), tilted a little, 0.2-0.3 m above the floor; the second
+  # one mirrored and 0.28 m from the first
   kps = []
   for h in range(hands):
-    kh = jax.random.fold_in(keys[4], h)
-    k_shape, k_yaw, k_tilt, k_pos = jax.random.split(kh, 4)
-    local = hand_keypoints(k_shape)
+    local = hand_keypoints(rng)
     if h == 1:
-      local = local * jnp.array([-1.0, 1.0, 1.0])  # the other hand, mirrored
-    rot = _rot(2, jax.random.uniform(k_yaw, (), minval=-np.pi, maxval=np.pi)) @ _rot(
-        0, 0.4 * jax.random.normal(k_tilt, ()))
-    pos = jnp.concatenate([jax.random.uniform(k_pos, (2,), minval=-0.08, maxval=0.08)
-                           + jnp.array([0.14 * (2 * h - 1) * (hands - 1), 0.0]),
-                           jax.random.uniform(jax.random.fold_in(k_pos, 1), (1,),
-                                              minval=0.2, maxval=0.3)])
+      local = local * np.array([-1.0, 1.0, 1.0])
+    rot = _rot(2, rng.uniform(-np.pi, np.pi)) @ _rot(0, 0.4 * rng.standard_normal())
+    pos = np.array([*(rng.uniform(-0.08, 0.08, 2) + [0.14 * (2 * h - 1) * (hands - 1), 0.0]),
+                    rng.uniform(0.2, 0.3)])
     kps.append(local @ rot.T + pos)
-  keypoints = jnp.concatenate(kps)
-  target = jnp.mean(keypoints, 0)
+  keypoints = np.concatenate(kps)
+  target = keypoints.mean(0)
   # exocentric camera: azimuth anywhere, elevation 25-45 degrees, 0.6-0.9 m away
-  az = jax.random.uniform(keys[5], (), minval=-np.pi, maxval=np.pi)
-  el = jnp.radians(jax.random.uniform(keys[6], (), minval=25.0, maxval=45.0))
-  dist = jax.random.uniform(keys[7], (), minval=0.6, maxval=0.9)
-  exo_c = target + dist * jnp.array([jnp.cos(el) * jnp.cos(az), jnp.cos(el) * jnp.sin(az),
-                                     jnp.sin(el)])
-  # egocentric camera: on the far side from the exocentric one (azimuth within 70 degrees
-  # of the opposite), 0.2-0.35 m back from the hand and 0.3-0.45 m above it
-  az_e = az + np.pi + jnp.radians(jax.random.uniform(keys[8], (), minval=-70.0, maxval=70.0))
-  back, up = jax.random.uniform(keys[9], (2,), minval=jnp.array([0.2, 0.3]),
-                                maxval=jnp.array([0.35, 0.45]))
-  ego_c = target + jnp.array([back * jnp.cos(az_e), back * jnp.sin(az_e), up])
-  return Scene(lo, hi, color, on, keypoints, look_at(exo_c, target), look_at(ego_c, target))
+  az = rng.uniform(-np.pi, np.pi)
+  el = np.radians(rng.uniform(25.0, 45.0))
+  dist = rng.uniform(0.6, 0.9)
+  exo_c = target + dist * np.array([np.cos(el) * np.cos(az), np.cos(el) * np.sin(az),
+                                    np.sin(el)])
+  # egocentric camera: azimuth within 70 degrees of the exocentric one's opposite
+  az_e = az + np.pi + np.radians(rng.uniform(-70.0, 70.0))
+  back, up = rng.uniform(0.2, 0.35), rng.uniform(0.3, 0.45)
+  ego_c = target + np.array([back * np.cos(az_e), back * np.sin(az_e), up])
+  f32 = lambda x: np.asarray(x, np.float32)  # noqa: E731
+  return Scene(f32(lo), f32(hi), f32(color), on, f32(keypoints), look_at(exo_c, target),
+               look_at(ego_c, target))
+
+
+def make_scenes(seed: int, num: int, hands: int = 1) -> Scene:
+  """``num`` scenes from ``np.random.default_rng(seed)``, stacked along a leading axis."""
+  rng = np.random.default_rng(seed)
+  scenes = [make_scene(rng, hands) for _ in range(num)]
+  return jax.tree.map(lambda *xs: np.stack(xs), *scenes)
 
 
 def _spheres(scene: Scene) -> tuple[jax.Array, jax.Array]:
@@ -217,7 +229,7 @@ def render(scene: Scene, cam: Camera, k: jax.Array, height: int, width: int) -> 
   safe_d = jnp.where(jnp.abs(d) < 1e-9, 1e-9, d)
   # room interior: the nearest wall the ray exits through
   bound = jnp.where(d > 0, jnp.array([ROOM, ROOM, 2 * ROOM]), jnp.array([-ROOM, -ROOM, 0.0]))
-  t_axes = (bound - o) / safe_d
+  t_axes = jnp.where(d == 0, inf, (bound - o) / safe_d)  # parallel to a wall pair: no exit
   t_room = jnp.min(t_axes, -1)
   room_axis = jnp.argmin(t_axes, -1)
   # boxes (slab test)
@@ -265,20 +277,38 @@ def render(scene: Scene, cam: Camera, k: jax.Array, height: int, width: int) -> 
   return Render(rgb, depth, is_sph)
 
 
-def observe(key: jax.Array, scene: Scene, exo: Render, kp_noise: float | jax.Array,
+class Noise(NamedTuple):
+  """Standard draws behind one :class:`Observation` (so that noise levels can be swept on
+  fixed draws, and drawn outside the jitted program)."""
+
+  scale_u: np.ndarray  # () uniform in [0, 1): the depth scale's position in log scale_range
+  depth: np.ndarray  # (H, W) standard normal
+  kp_exo: np.ndarray  # (N, 3) standard normal
+  kp_ego: np.ndarray  # (N, 3) standard normal
+
+
+def draw_noise(rng: np.random.Generator | int, shape: tuple[int, int], keypoints: int,
+               lead: tuple[int, ...] = ()) -> Noise:
+  """:class:`Noise` of float32 NumPy draws, with leading axes ``lead``."""
+  rng = np.random.default_rng(rng)
+  f32 = lambda x: np.asarray(x, np.float32)  # noqa: E731
+  return Noise(f32(rng.uniform(size=lead)), f32(rng.standard_normal((*lead, *shape))),
+               f32(rng.standard_normal((*lead, keypoints, 3))),
+               f32(rng.standard_normal((*lead, keypoints, 3))))
+
+
+def observe(scene: Scene, exo: Render, noise: Noise, kp_noise: float | jax.Array,
             depth_noise: float | jax.Array,
             scale_range: tuple[float, float] = (0.3, 3.0)) -> Observation:
-  """The reprojection's inputs with noise: exocentric depth ``a D + a sigma_d N(0, 1)``
-  (``a`` log-uniform in ``scale_range``, floored at ``0.01 a``), the hand's metric depth on
-  its pixels, and both keypoint sets with ``N(0, kp_noise^2)`` added per coordinate (m).
-  ``kp_noise`` and ``depth_noise`` may be traced."""
-  k_a, k_d, k_x, k_e = jax.random.split(key, 4)
+  """The reprojection's inputs with noise (jnp; ``kp_noise`` and ``depth_noise`` may be
+  traced): exocentric depth ``a D + a sigma_d eps`` (``a = exp(log lo + u (log hi - log lo))``
+  log-uniform in ``scale_range``; floored at ``0.01 a``), the hand's metric depth on its
+  pixels, and both keypoint sets plus ``kp_noise x eps`` per coordinate (m)."""
   lo, hi = np.log(scale_range[0]), np.log(scale_range[1])
-  a = jnp.exp(jax.random.uniform(k_a, (), minval=lo, maxval=hi))
-  noisy = a * exo.depth + a * depth_noise * jax.random.normal(k_d, exo.depth.shape)
-  exo_depth = jnp.maximum(noisy, 0.01 * a)
+  a = jnp.exp(lo + noise.scale_u * (hi - lo))
+  exo_depth = jnp.maximum(a * exo.depth + a * depth_noise * noise.depth, 0.01 * a)
   hand_depth = jnp.where(exo.hand, exo.depth, 0.0)
   kp = scene.keypoints
-  kp_exo = to_camera(scene.exo, kp) + kp_noise * jax.random.normal(k_x, kp.shape)
-  kp_ego = to_camera(scene.ego, kp) + kp_noise * jax.random.normal(k_e, kp.shape)
+  kp_exo = to_camera(scene.exo, kp) + kp_noise * noise.kp_exo
+  kp_ego = to_camera(scene.ego, kp) + kp_noise * noise.kp_ego
   return Observation(exo_depth, a, hand_depth, kp_exo, kp_ego)

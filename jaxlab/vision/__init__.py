@@ -3,6 +3,14 @@
 The papers build large vision systems; each module here implements the core mechanism as
 importable JAX functions on small models trained from scratch, and its docstring says what
 is the paper's and what is our stand-in.
+
+Modules:
+
+* :mod:`~jaxlab.vision.egoworld`: EgoWorld's exocentric-to-egocentric reprojection (median
+  depth-scale alignment, back-projection, Umeyama similarity from hand keypoints, a
+  scatter-min z-buffered splat into the egocentric camera).
 """
 
-__all__: list[str] = []
+from jaxlab.vision import egoworld
+
+__all__: list[str] = ["egoworld"]

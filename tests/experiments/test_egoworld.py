@@ -1,0 +1,51 @@
+"""The EgoWorld experiment: its pipeline at smoke scale, and claims() on hand-built results."""
+
+import json
+
+import numpy as np
+
+from experiments import egoworld
+
+
+def test_smoke_run_writes_the_grid_and_claims(tmp_path):
+  res = egoworld.main(["--smoke", "--out", str(tmp_path)])
+  saved = json.loads((tmp_path / "results.json").read_text())
+  assert (tmp_path / "egoworld.png").exists() and (tmp_path / "egoworld_examples.png").exists()
+  run = saved["runs"][0]
+  kp, dn = saved["config"]["kp_noise"], saved["config"]["depth_noise"]
+  for m in egoworld.METRICS:
+    assert np.shape(run["grid"][m]) == (len(kp), len(dn))
+  # noiseless: the pose is exact and the map is the oracle's
+  assert run["noiseless"]["rot_deg"] < 0.01 and run["noiseless"]["psnr_gap_db"] < 0.05
+  assert 0 < run["grid"]["coverage"][0][0] < 1
+  assert run["grid"]["rot_deg"][1][0] > run["grid"]["rot_deg"][0][0]
+  assert len(egoworld.claims(saved)) == 5
+  assert res["runs"][0]["oracle_coverage"] == run["oracle_coverage"]
+
+
+def _result(rot, psnr, raw, scale_err, exact=True, cov=0.3):
+  """Two seeds; ``rot`` and ``psnr`` over keypoint levels, ``scale_err`` over depth levels."""
+  kp, dn = len(rot), len(scale_err)
+  runs = []
+  for s in range(2):
+    grid = {m: np.zeros((kp, dn)) for m in egoworld.METRICS}
+    grid["rot_deg"][:, 0] = rot
+    grid["psnr"][:, 0] = np.asarray(psnr) + 0.1 * s
+    grid["unaligned_psnr"][0, 0] = raw
+    grid["depth_scale_err"][0, :] = scale_err
+    runs.append({"grid": {m: v.tolist() for m, v in grid.items()}, "oracle_coverage": cov,
+                 "noiseless": {"psnr_gap_db": 0.0 if exact else 0.5, "coverage_gap": 0.0,
+                               "rot_deg": 0.0, "trans_m": 0.0, "scale_err": 0.0,
+                               "depth_scale_err": 0.0}})
+  return {"runs": runs, "config": {"kp_noise": [0.0, 0.01, 0.02][:kp],
+                                   "depth_noise": [0.0, 0.02][:dn]}}
+
+
+def test_claims_on_hand_built_results():
+  good = _result([0.0, 1.0, 2.0], [21.0, 20.5, 19.0], 17.0, [0.0, 0.01])
+  assert [c.held for c in egoworld.claims(good)] == [True] * 5
+  # a PSNR gap to the oracle; rotation error not rising; PSNR drop under 1 dB; scale off by
+  # 5%; unaligned as good; no holes
+  bad = _result([0.0, 1.0, 0.9], [21.0, 20.5, 20.5], 20.8, [0.0, 0.05], exact=False, cov=0.95)
+  assert [c.held for c in egoworld.claims(bad)] == [False] * 5
+  assert egoworld.claims({"runs": []}) == []
