@@ -57,7 +57,7 @@ CONFIGS = {
     "quick": dict(seeds=2, scenes=8, size=48, hands=2, exo_focal=1.2, ego_focal=0.6,
                   kp_noise=[0.0, 0.005, 0.01, 0.02, 0.04],
                   depth_noise=[0.0, 0.01, 0.02, 0.05]),
-    "full": dict(seeds=5, scenes=16, size=64, hands=2, exo_focal=1.2, ego_focal=0.6,
+    "full": dict(seeds=5, scenes=24, size=96, hands=2, exo_focal=1.2, ego_focal=0.6,
                  kp_noise=[0.0, 0.005, 0.01, 0.02, 0.04],
                  depth_noise=[0.0, 0.01, 0.02, 0.05]),
 }
