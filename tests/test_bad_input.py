@@ -430,3 +430,18 @@ def test_lumos_rejects_ids_outside_the_vocab_and_bad_ratios():
   with pytest.raises(ValueError, match="^mask_history_ratio"):
     lumos.later_frames_cross_entropy(net, text, video, lay, pos, num_codes=4, mask_id=4,
                                      mask_history_ratio=float("nan"))
+
+
+# --- EgoWorld: collinear keypoints (an arbitrary rotation), an empty hand mask, no points -----
+
+def test_egoworld_rejects_collinear_keypoints_and_flags_empty_inputs():
+  from jaxlab.vision import egoworld as ew  # noqa: PLC0415
+
+  line = np.outer(np.arange(5.0), [1.0, 2.0, 3.0])
+  with pytest.raises(ValueError, match="src must span at least D - 1 = 2 dimensions"):
+    ew.umeyama(line, line + 1.0)  # any rotation about the line fits: silently arbitrary
+  # no hand pixels: s* is NaN (flagged), not a default scale
+  assert np.isnan(ew.depth_scale(np.ones((2, 2)), np.ones((2, 2)), np.zeros((2, 2), bool)))
+  # every point behind the camera: an empty map, nothing covered
+  out = ew.splat(np.array([[0.0, 0.0, -1.0]]), np.ones((1, 3)), np.eye(3), (2, 2))
+  assert not out.mask.any() and np.isinf(out.depth).all()

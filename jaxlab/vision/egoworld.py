@@ -76,6 +76,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
+from jaxlab.core.checks import is_traced
+
 __all__ = ["Reprojection", "Similarity", "Splat", "backproject", "depth_scale", "intrinsics",
            "pixel_grid", "project", "psnr", "reproject", "rotation_error_deg", "splat",
            "transform", "umeyama"]
@@ -223,6 +225,10 @@ def umeyama(src: ArrayLike, dst: ArrayLike, weights: ArrayLike | None = None,
   Returns:
     A :class:`Similarity`. Differentiable through the SVD where the singular values of the
     cross-covariance are distinct.
+
+  Raises:
+    ValueError: shapes, fewer than ``D`` points, or (concrete ``src`` only) points that span
+      fewer than ``D - 1`` dimensions, where the rotation is not determined.
   """
   n, d = _shape(src, "src", 2)
   if tuple(np.shape(dst)) != (n, d):
@@ -231,6 +237,15 @@ def umeyama(src: ArrayLike, dst: ArrayLike, weights: ArrayLike | None = None,
     raise ValueError(f"src must have at least D = {d} points, got {n}")
   if weights is not None and tuple(np.shape(weights)) != (n,):
     raise ValueError(f"weights must have shape {(n,)}, got {np.shape(weights)}")
+  if not is_traced(src):
+    # the rotation is unique only when the centred points span at least D - 1 dimensions
+    # (Umeyama's rank condition); collinear keypoints would give an arbitrary rotation
+    x = np.asarray(src, np.float64)
+    sv = np.linalg.svd(x - x.mean(0), compute_uv=False)
+    if np.sum(sv > 1e-6 * max(sv[0], 1e-30)) < d - 1:
+      raise ValueError(f"src must span at least D - 1 = {d - 1} dimensions (Umeyama's rank "
+                       "condition); these points are collinear or coincide, so the rotation "
+                       "is not determined")
   w = jnp.ones((n,), jnp.float32) if weights is None else jnp.asarray(weights, jnp.float32)
   return _umeyama(jnp.asarray(src, jnp.float32), jnp.asarray(dst, jnp.float32), w,
                   bool(with_scale))
