@@ -1912,6 +1912,33 @@ def dl4nd_docs() -> dict[str, str]:
   return quick_and_full("dl4nd", _dl4nd_report)
 
 
+def _egoworld_report(record: dict) -> str:
+  from experiments import egoworld  # noqa: PLC0415 (the experiment's claims and table)
+
+  runs, c = record["runs"], record["config"]
+  hand = np.array([np.mean(r["hand_pixels_exo"]) for r in runs])
+  ms = np.array([r["ms_per_reprojection"] for r in runs])
+  return ("\n" + f"{c['seeds']} seeds x {c['scenes']} scenes, {c['size']} x {c['size']} "
+          f"images, {21 * c['hands']} hand keypoints, exocentric / egocentric focal length "
+          f"{c['exo_focal']:g} / {c['ego_focal']:g} x the image side, "
+          f"{seconds(record['wall_time_s'])}; mean ± std over seeds of the per-seed means over "
+          "scenes (each noise level on the same standard draws). The oracle map (true depth "
+          f"and pose) covers {pm([r['oracle_coverage'] for r in runs], lambda x: f(x, 3))} of "
+          f"the egocentric image at {pm([r['oracle_psnr'] for r in runs])} dB on its covered "
+          f"pixels; the hands cover {pm(hand, lambda x: f(x, 0))} exocentric pixels per scene "
+          "(the median's sample):\n\n"
+          + table(egoworld.TABLE_HEAD, egoworld.table_rows(record)) + "\n\n"
+          + f"One reprojection (depth scale, Umeyama, back-projection and z-buffered splat of "
+          f"{thousands(c['size'] ** 2)} points, vmapped over the grid) costs "
+          f"{pm(ms, lambda x: f(x, 2))} ms on the run's CPU.\n\n"
+          + claims_table(egoworld.claims(record)) + "\n")
+
+
+@register("egoworld")
+def egoworld_docs() -> dict[str, str]:
+  return quick_and_full("egoworld", _egoworld_report)
+
+
 CONFIGS = {"full": dict(check=False)}
 
 

@@ -110,6 +110,7 @@ ENTRIES: list[Entry] = [
     Entry("TRU", "tru", "arXiv:2603.09980"),
     Entry("ASGuard", "asguard", "arXiv:2509.25843"),
     Entry("DL4ND", "dl4nd", "Wang et al., arXiv:2504.02996"),
+    Entry("EgoWorld", "egoworld", "Park, Ye, Kwon, arXiv:2506.17896"),
 ]
 
 

@@ -452,3 +452,18 @@ def test_dl4nd_keeps_the_label_without_a_candidate_and_rejects_bad_rows():
   with pytest.raises(TypeError, match="labels must be integers"):
     dl4nd.class_domain_proxies(feats, labels.astype(float), domains, suspect, num_classes=3,
                                num_domains=2)
+
+
+# --- EgoWorld: collinear keypoints (an arbitrary rotation), an empty hand mask, no points -----
+
+def test_egoworld_rejects_collinear_keypoints_and_flags_empty_inputs():
+  from jaxlab.vision import egoworld as ew  # noqa: PLC0415
+
+  line = np.outer(np.arange(5.0), [1.0, 2.0, 3.0])
+  with pytest.raises(ValueError, match="src must span at least D - 1 = 2 dimensions"):
+    ew.umeyama(line, line + 1.0)  # any rotation about the line fits: silently arbitrary
+  # no hand pixels: s* is NaN (flagged), not a default scale
+  assert np.isnan(ew.depth_scale(np.ones((2, 2)), np.ones((2, 2)), np.zeros((2, 2), bool)))
+  # every point behind the camera: an empty map, nothing covered
+  out = ew.splat(np.array([[0.0, 0.0, -1.0]]), np.ones((1, 3)), np.eye(3), (2, 2))
+  assert not out.mask.any() and np.isinf(out.depth).all()

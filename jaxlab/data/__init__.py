@@ -43,6 +43,9 @@ Modules:
   per-subtask grading (correct / mixed / wrong / omitted; ATA's test bed).
 * :mod:`~jaxlab.data.rotated_digits`: four right-angle (or 15-degree) rotation domains of the
   digits with exact asymmetric label noise and leave-one-domain-out splits (DL4ND's test bed).
+* :mod:`~jaxlab.data.two_camera_scenes`: ray-cast two-camera scenes with known geometry
+  (a textured room, boxes, hands of 21 keypoints; exocentric and egocentric cameras), with
+  depth up to an unknown scale plus noise and noisy keypoints (EgoWorld's test bed).
 * :mod:`~jaxlab.data.optim_problems`: optimizer test problems (Rosenbrock, least
   squares, digits / MNIST / CIFAR-10 classification through ``tfds.data_source``).
 
@@ -61,7 +64,7 @@ _MODULES = ("digit_layouts", "digit_pairs", "digits", "entity_facts", "fact_qa",
             "fact_texts", "kitchen", "kv_recall", "lm_tasks", "markov_text",
             "matching_instances", "mixtures", "moving_digits", "optim_problems",
             "reason_pairs", "reward_tasks", "rotated_digits", "span_tasks", "subtasks",
-            "tense_requests")
+            "tense_requests", "two_camera_scenes")
 
 
 def __getattr__(name: str):
@@ -76,4 +79,4 @@ __all__ = ["Digits", "PreferenceData", "digit_layouts", "digit_pairs", "digits",
            "entity_facts", "fact_qa", "fact_texts", "kitchen", "kv_recall", "lm_tasks",
            "load_digits", "markov_text", "matching_instances", "mixtures", "moving_digits",
            "optim_problems", "reason_pairs", "reward_tasks", "rotated_digits", "span_tasks",
-           "subtasks", "tense_requests"]
+           "subtasks", "tense_requests", "two_camera_scenes"]

@@ -8,8 +8,11 @@ Modules:
 
 * :mod:`~jaxlab.vision.dl4nd`: DL4ND's noise detection (2-component GMM on per-sample
   losses) and one-shot cross-domain relabelling by per-(class, domain) feature proxies.
+* :mod:`~jaxlab.vision.egoworld`: EgoWorld's exocentric-to-egocentric reprojection (median
+  depth-scale alignment, back-projection, Umeyama similarity from hand keypoints, a
+  scatter-min z-buffered splat into the egocentric camera).
 """
 
-from jaxlab.vision import dl4nd
+from jaxlab.vision import dl4nd, egoworld
 
-__all__: list[str] = ["dl4nd"]
+__all__: list[str] = ["dl4nd", "egoworld"]
