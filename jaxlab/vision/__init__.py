@@ -3,6 +3,13 @@
 The papers build large vision systems; each module here implements the core mechanism as
 importable JAX functions on small models trained from scratch, and its docstring says what
 is the paper's and what is our stand-in.
+
+* :mod:`~jaxlab.vision.tvi`: a tiny VLM (digit patch tokens + question tokens on the toolkit
+  transformer), the blind pass with a learned null image, the chain-of-embedding distance
+  profile, the visual integration point, the TVI score and the TVI regulariser (Long et
+  al., arXiv:2509.23050).
 """
 
-__all__: list[str] = []
+from jaxlab.vision import tvi
+
+__all__: list[str] = ["tvi"]
