@@ -55,8 +55,8 @@ PRIOR_MIN = 2 * CHANCE  # "follows the hint more than chance": at least twice ch
 LAM = 0.03  # the spec's lambda, the arm the regulariser claim is about
 
 CONFIGS = {
-    "smoke": dict(seeds=1, layers=2, d=16, heads=2, patch=4, noise=0.0, train_rows=512,
-                  blind_share=0.1, hint_agree=0.8, steps=20, finetune=10, batch=16, lr=1e-3,
+    "smoke": dict(seeds=1, layers=1, d=16, heads=2, patch=4, noise=0.0, train_rows=64,
+                  blind_share=0.1, hint_agree=0.8, steps=4, finetune=2, batch=8, lr=1e-3,
                   probe=64, test=64, tau=0.05, auto_share=0.5, lams=(0.0, 0.03)),
     "quick": dict(seeds=2, layers=4, d=32, heads=4, patch=4, noise=0.0, train_rows=4096,
                   blind_share=0.1, hint_agree=0.8, steps=400, finetune=150, batch=32, lr=2e-3,

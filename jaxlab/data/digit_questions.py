@@ -30,6 +30,7 @@ References:
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -100,6 +101,12 @@ def make_questions(key: jax.Array, images: jax.Array, labels: jax.Array, n: int,
   if images.ndim != 3 or labels.shape != images.shape[:1]:
     raise ValueError(f"images must be (N, H, W) and labels (N,), got {images.shape} and "
                      f"{labels.shape}")
+  patchify(images[:1], patch)  # validates patch against the image size
+  return _questions(key, images, labels, which_share, hint_agree, noise, n=n, patch=patch)
+
+
+@functools.partial(jax.jit, static_argnames=("n", "patch"))
+def _questions(key, images, labels, which_share, hint_agree, noise, *, n, patch) -> Questions:
   k_img, k_kind, k_agree, k_off, k_args, k_pos, k_noise = jax.random.split(key, 7)
   idx = jax.random.randint(k_img, (n,), 0, images.shape[0])
   img, label = images[idx], labels[idx]
