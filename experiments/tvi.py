@@ -278,6 +278,7 @@ def plot(result: dict, out: str) -> list[str]:
             label="D_l(T)" if i == 0 else None)
     if r["vip"] <= r["num_layers"]:
       ax.axvline(r["vip"], color="k", ls=":", alpha=0.5, label="VIP" if i == 0 else None)
+  ax.set_xticks(np.arange(len(result["runs"][0]["profile_vt"])))
   ax.set(xlabel="layer l (0 = embedding)", ylabel="mean 1 - cos(vis, blind)",
          title="chain-of-embedding profile (probe set)")
   ax.legend(fontsize=8)
