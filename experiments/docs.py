@@ -1901,8 +1901,10 @@ def _tvi_report(record: dict) -> str:
           + f"Chain-of-embedding profile of the stage-1 model on {thousands(c['probe'])} probe "
           f"questions (share in D_VT: {pm([r['vt_share'] for r in runs])}):\n\n" + profile
           + "\n\n" + f"VIP per seed (tau = {c['tau']}): {vips}. Spearman rho of conflict-set "
-          f"correctness with TVI (layers from the VIP): {rho('rho_after')}; with the mean "
-          f"distance before the VIP: {rho('rho_before')}.\n\n"
+          f"correctness with TVI (layers from the VIP): {rho('rho_after')} (p per seed: "
+          + ", ".join(g(r["base"]["p_after"], 2) for r in runs) + "); with the mean distance "
+          f"before the VIP: {rho('rho_before')} (p per seed: "
+          + ", ".join(g(r["base"]["p_before"], 2) for r in runs) + ").\n\n"
           + claims_table(tvi.claims(record)) + "\n")
 
 

@@ -107,35 +107,33 @@ def make_programs(cfg: dict) -> dict:
     return jax.vmap(one)(jnp.asarray(cfg["lams"], jnp.float32))
 
   @jax.jit
-  def probe(params, q):
-    """Per-layer distances and the VT split on a probe set."""
-    vis, blind = tvi.chain_of_embedding(net.replace(params=params), q.patches, q.text)
-    dist = tvi.layer_distances(vis.hidden, blind.hidden)
-    vt = tvi.vt_split(vis.logits, blind.logits)
-    p_vt, p_t = tvi.layer_profile(dist, vt), tvi.layer_profile(dist, ~vt)
-    tau_auto = tvi.auto_tau(p_vt, p_t, cfg["auto_share"])
-    return {"profile_vt": p_vt, "profile_t": p_t, "vt_share": vt.mean(),
-            "vip": tvi.visual_integration_point(p_vt, p_t, cfg["tau"]),
-            "tau_auto": tau_auto, "vip_auto": tvi.visual_integration_point(p_vt, p_t, tau_auto)}
-
-  @jax.jit
   def evaluate(params, q, vip):
+    """Per-row answers and scores at ``vip``, and the set's chain-of-embedding profile with
+    its VIPs (the probe set and the test sets share this one program)."""
     vis, blind = tvi.chain_of_embedding(net.replace(params=params), q.patches, q.text)
     dist = tvi.layer_distances(vis.hidden, blind.hidden)
     pred = jnp.argmax(vis.logits, -1)
+    vt = tvi.vt_split(vis.logits, blind.logits)
+    p_vt, p_t = tvi.layer_profile(dist, vt), tvi.layer_profile(dist, ~vt)
+    tau_auto = tvi.auto_tau(p_vt, p_t, cfg["auto_share"])
     return {"correct": pred == q.answer, "follows_hint": pred == q.hint,
             "blind_correct": jnp.argmax(blind.logits, -1) == q.answer,
-            "tvi": tvi.tvi_score(dist, vip), "pre": tvi.pre_vip_score(dist, vip)}
+            "tvi": tvi.tvi_score(dist, vip), "pre": tvi.pre_vip_score(dist, vip),
+            "profile_vt": p_vt, "profile_t": p_t, "vt_share": vt.mean(),
+            "vip": tvi.visual_integration_point(p_vt, p_t, cfg["tau"]),
+            "tau_auto": tau_auto, "vip_auto": tvi.visual_integration_point(p_vt, p_t, tau_auto)}
 
-  return {"train": train, "finetune": finetune, "probe": probe, "evaluate": evaluate,
+  return {"train": train, "finetune": finetune, "evaluate": evaluate,
           "num_layers": vcfg.num_layers}
 
 
-def _spearman(score: np.ndarray, correct: np.ndarray) -> float:
-  """Spearman's rho (scipy) of a score with 0/1 correctness; NaN when either is constant."""
+def _spearman(score: np.ndarray, correct: np.ndarray) -> tuple[float, float]:
+  """Spearman's ``(rho, p-value)`` (scipy) of a score with 0/1 correctness; NaN when either
+  is constant."""
   if np.ptp(score) == 0 or np.ptp(correct) == 0:
-    return float("nan")
-  return float(stats.spearmanr(score, correct).statistic)
+    return float("nan"), float("nan")
+  res = stats.spearmanr(score, correct)
+  return float(res.statistic), float(res.pvalue)
 
 
 def run_seed(seed: int, cfg: dict, prog: dict) -> dict:
@@ -148,8 +146,8 @@ def run_seed(seed: int, cfg: dict, prog: dict) -> dict:
                         hint_agree=cfg["hint_agree"], **kw)
   blind = jax.random.bernoulli(k_blind, cfg["blind_share"], (cfg["train_rows"],))
   params, losses = prog["train"](k_train, (q, blind))
-  probe = jax.device_get(prog["probe"](params, dq.make_questions(
-      k_probe, digits.x[te], digits.y[te], cfg["probe"], hint_agree=cfg["hint_agree"], **kw)))
+  probe = jax.device_get(prog["evaluate"](params, dq.make_questions(
+      k_probe, digits.x[te], digits.y[te], cfg["probe"], hint_agree=cfg["hint_agree"], **kw), 0))
   L = prog["num_layers"]
   vip, vip_auto = int(probe["vip"]), int(probe["vip_auto"])
   # the regulariser's layers: the rule's VIP, else the automatic one, else the last layer
@@ -165,12 +163,14 @@ def run_seed(seed: int, cfg: dict, prog: dict) -> dict:
   def metrics(p) -> dict:
     ev = {n: jax.device_get(prog["evaluate"](p, s, vip_used)) for n, s in sets.items()}
     c = ev["conflict"]
+    rho_after, p_after = _spearman(c["tvi"], c["correct"].astype(float))
+    rho_before, p_before = _spearman(c["pre"], c["correct"].astype(float))
     return {"acc": {n: float(e["correct"].mean()) for n, e in ev.items()},
             "blind_acc": {n: float(e["blind_correct"].mean()) for n, e in ev.items()},
             "hint_follow": float(c["follows_hint"].mean()),
             "tvi_conflict": float(c["tvi"].mean()),
-            "rho_after": _spearman(c["tvi"], c["correct"].astype(float)),
-            "rho_before": _spearman(c["pre"], c["correct"].astype(float))}
+            "rho_after": rho_after, "p_after": p_after, "rho_before": rho_before,
+            "p_before": p_before}
 
   base = metrics(params)
   ft_params, aux = prog["finetune"](k_ft, params, (q, blind), vip_used)
@@ -311,7 +311,8 @@ def cli() -> ExperimentCLI:
                               "hint_agree": "P(hint = label) in training",
                               "steps": "stage-1 Adam steps",
                               "finetune": "stage-2 steps per lambda arm",
-                              "probe": "probe rows for the profile and the VIP",
+                              "probe": "probe rows for the profile and the VIP (equal to "
+                                       "test: one compiled evaluation)",
                               "test": "rows per test set (conflict, consistent, copy)",
                               "tau": "the VIP rule's threshold",
                               "auto_share": "automatic tau = share x the largest gap",
