@@ -1910,7 +1910,13 @@ def _tvi_report(record: dict) -> str:
 
 @register("tvi")
 def tvi_docs() -> dict[str, str]:
-  return quick_and_full("tvi", _tvi_report)
+  noisy = recorded("tvi", "full_noisy")
+  return {**quick_and_full("tvi", _tvi_report),
+          "full_noisy": ("The noisy-image full run (`python -m experiments.tvi --noise 0.5 --out "
+                         "docs/results/tvi/full_noisy`) is not recorded yet." if noisy is None
+                         else "\nNoisy-image full run (`docs/results/tvi/full_noisy/`, pixel "
+                         f"noise std {noisy['config']['noise']}): "
+                         + _tvi_report(noisy).lstrip("\n"))}
 
 
 CONFIGS = {"full": dict(check=False)}

@@ -23,7 +23,9 @@ Per seed (``jaxlab.vision.tvi``, ``jaxlab.data.digit_questions``):
    the arms are one vmapped program), then conflict / consistent / copy accuracy.
 
 The spec's scale (6-8 layers, d = 128) is ``--layers 8 --d 128 --heads 4`` (GPU); the full
-run here is 6 layers at d = 64 to fit one CPU core.
+run here is 6 layers at d = 64 to fit one CPU core. ``--noise 0.5`` adds Gaussian pixel noise
+(std 0.5 on ``[0, 1]`` pixels) so that the image alone is about as reliable as the 80% hint:
+on clean digits a fully trained model reads the image and the hint prior fades.
 """
 
 from __future__ import annotations
