@@ -175,11 +175,10 @@ def run_seed(seed: int, cfg: dict, prog: dict) -> dict:
             "p_before": p_before}
 
   base = metrics(params)
-  ft_params, aux = prog["finetune"](k_ft, params, (q, blind), vip_used)
-  aux = jax.device_get(aux)
+  ft_params, aux = jax.device_get(prog["finetune"](k_ft, params, (q, blind), vip_used))
   arms = {}
   for i, lam in enumerate(cfg["lams"]):
-    m = metrics(jax.tree.map(lambda x, i=i: x[i], ft_params))
+    m = metrics(jax.tree.map(lambda x, i=i: x[i], ft_params))  # numpy slices: no compiles
     m["final_ce"] = float(np.mean(aux["loss/ce"][i][-20:]))
     m["final_tvi"] = float(np.mean(aux["loss/tvi"][i][-20:]))
     arms[f"{lam:g}"] = m
