@@ -1939,6 +1939,46 @@ def egoworld_docs() -> dict[str, str]:
   return quick_and_full("egoworld", _egoworld_report)
 
 
+def _tvi_report(record: dict) -> str:
+  from experiments import tvi  # noqa: PLC0415 (the experiment's claims and table)
+
+  c, runs = record["config"], record["runs"]
+  vt = np.array([r["profile_vt"] for r in runs])
+  t = np.array([r["profile_t"] for r in runs])
+  profile = table(["layer l", "D_l(VT)", "D_l(T)", "gap"],
+                  [[str(layer), pm(vt[:, layer], g), pm(t[:, layer], g),
+                    pm(vt[:, layer] - t[:, layer], g)] for layer in range(vt.shape[1])])
+  vips = ", ".join(("none" if r["vip"] > r["num_layers"] else str(r["vip"]))
+                   + f" (auto {r['vip_auto']}, tau = {g(r['tau_auto'])})" for r in runs)
+  rho = lambda key: pm([r["base"][key] for r in runs], lambda x: f(x, 3))  # noqa: E731
+  return ("\n" + f"{c['layers']} layers, d = {c['d']}, {(8 // c['patch']) ** 2} image tokens, "
+          f"{thousands(c['train_rows'])} training questions ({c['hint_agree']:.0%} hint "
+          f"agreement, {c['blind_share']:.0%} blind), {thousands(c['steps'])} steps, then "
+          f"{thousands(c['finetune'])} fine-tuning steps per lambda; {c['seeds']} seeds, "
+          f"{seconds(record['wall_time_s'])}. Mean ± std over seeds on held-out digits "
+          f"({thousands(c['test'])} questions per set):\n\n"
+          + table(tvi.TABLE_HEAD, tvi.table_rows(record)) + "\n\n"
+          + f"Chain-of-embedding profile of the stage-1 model on {thousands(c['probe'])} probe "
+          f"questions (share in D_VT: {pm([r['vt_share'] for r in runs])}):\n\n" + profile
+          + "\n\n" + f"VIP per seed (tau = {c['tau']}): {vips}. Spearman rho of conflict-set "
+          f"correctness with TVI (layers from the VIP): {rho('rho_after')} (p per seed: "
+          + ", ".join(g(r["base"]["p_after"], 2) for r in runs) + "); with the mean distance "
+          f"before the VIP: {rho('rho_before')} (p per seed: "
+          + ", ".join(g(r["base"]["p_before"], 2) for r in runs) + ").\n\n"
+          + claims_table(tvi.claims(record)) + "\n")
+
+
+@register("tvi")
+def tvi_docs() -> dict[str, str]:
+  noisy = recorded("tvi", "full_noisy")
+  return {**quick_and_full("tvi", _tvi_report),
+          "full_noisy": ("The noisy-image full run (`python -m experiments.tvi --noise 0.5 --out "
+                         "docs/results/tvi/full_noisy`) is not recorded yet." if noisy is None
+                         else "\nNoisy-image full run (`docs/results/tvi/full_noisy/`, pixel "
+                         f"noise std {noisy['config']['noise']}): "
+                         + _tvi_report(noisy).lstrip("\n"))}
+
+
 CONFIGS = {"full": dict(check=False)}
 
 

@@ -111,6 +111,7 @@ ENTRIES: list[Entry] = [
     Entry("ASGuard", "asguard", "arXiv:2509.25843"),
     Entry("DL4ND", "dl4nd", "Wang et al., arXiv:2504.02996"),
     Entry("EgoWorld", "egoworld", "Park, Ye, Kwon, arXiv:2506.17896"),
+    Entry("TVI", "tvi", "Long et al., arXiv:2509.23050"),
 ]
 
 

@@ -46,6 +46,9 @@ Modules:
 * :mod:`~jaxlab.data.two_camera_scenes`: ray-cast two-camera scenes with known geometry
   (a textured room, boxes, hands of 21 keypoints; exocentric and egocentric cameras), with
   depth up to an unknown scale plus noise and noisy keypoints (EgoWorld's test bed).
+* :mod:`~jaxlab.data.digit_questions`: digit images as patch tokens with "which digit?" and
+  "copy token k" questions and a hint token that mostly agrees with the label in training
+  and conflicts at test (TVI's test bed).
 * :mod:`~jaxlab.data.optim_problems`: optimizer test problems (Rosenbrock, least
   squares, digits / MNIST / CIFAR-10 classification through ``tfds.data_source``).
 
@@ -60,11 +63,10 @@ import importlib
 from jaxlab.data.digits import Digits, load_digits
 from jaxlab.data.reason_pairs import PreferenceData
 
-_MODULES = ("digit_layouts", "digit_pairs", "digits", "entity_facts", "fact_qa",
-            "fact_texts", "kitchen", "kv_recall", "lm_tasks", "markov_text",
-            "matching_instances", "mixtures", "moving_digits", "optim_problems",
-            "reason_pairs", "reward_tasks", "rotated_digits", "span_tasks", "subtasks",
-            "tense_requests", "two_camera_scenes")
+_MODULES = ("digit_layouts", "digit_pairs", "digit_questions", "digits", "entity_facts", "fact_qa",
+            "fact_texts", "kitchen", "kv_recall", "lm_tasks", "markov_text", "matching_instances",
+            "mixtures", "moving_digits", "optim_problems", "reason_pairs", "reward_tasks",
+            "rotated_digits", "span_tasks", "subtasks", "tense_requests", "two_camera_scenes")
 
 
 def __getattr__(name: str):
@@ -75,7 +77,7 @@ def __getattr__(name: str):
   raise AttributeError(f"module 'jaxlab.data' has no attribute {name!r}")
 
 
-__all__ = ["Digits", "PreferenceData", "digit_layouts", "digit_pairs", "digits",
+__all__ = ["Digits", "PreferenceData", "digit_layouts", "digit_pairs", "digit_questions", "digits",
            "entity_facts", "fact_qa", "fact_texts", "kitchen", "kv_recall", "lm_tasks",
            "load_digits", "markov_text", "matching_instances", "mixtures", "moving_digits",
            "optim_problems", "reason_pairs", "reward_tasks", "rotated_digits", "span_tasks",

@@ -11,8 +11,12 @@ Modules:
 * :mod:`~jaxlab.vision.egoworld`: EgoWorld's exocentric-to-egocentric reprojection (median
   depth-scale alignment, back-projection, Umeyama similarity from hand keypoints, a
   scatter-min z-buffered splat into the egocentric camera).
+* :mod:`~jaxlab.vision.tvi`: a tiny VLM (digit patch tokens + question tokens on the toolkit
+  transformer), the blind pass with a learned null image, the chain-of-embedding distance
+  profile, the visual integration point, the TVI score and the TVI regulariser (Long et
+  al., arXiv:2509.23050).
 """
 
-from jaxlab.vision import dl4nd, egoworld
+from jaxlab.vision import dl4nd, egoworld, tvi
 
-__all__: list[str] = ["dl4nd", "egoworld"]
+__all__: list[str] = ["dl4nd", "egoworld", "tvi"]
