@@ -85,7 +85,7 @@ CONFIGS = {
     "full": dict(seeds=3, yardstick_steps=1500, train=8000, test=2000, noise=1.2, steps=1500,
                  batch=64, seg_width=256, qa_width=256, lr=2e-3, rl_train=4000, rl_test=1000,
                  slots=3, group=16, rl_batch=32, rl_steps=3000, rl_hidden=128, rl_lr=1e-3,
-                  entropy=0.05),
+                 entropy=0.05),
 }
 
 
