@@ -1979,6 +1979,39 @@ def tvi_docs() -> dict[str, str]:
                          + _tvi_report(noisy).lstrip("\n"))}
 
 
+def _care_report(record: dict) -> str:
+  from experiments import care  # noqa: PLC0415 (the experiment's claims and tables)
+
+  runs, c = record["runs"], record["config"]
+  ys_acc = np.array([r["yardstick_test_accuracy"] for r in runs])
+  q = np.array([r["pipeline"]["confidence_quartiles"] for r in runs])
+  corr = np.array([r["pipeline"]["confidence_noise_corr"] for r in runs])
+  digit = {v: np.array([r["pipeline"]["digit_acc"][v] for r in runs]) for v in ("crop", "masked")}
+  spread = f"mean ± std over {c['seeds']} seeds" if c["seeds"] > 1 else "one seed"
+  return ("\n" + f"{thousands(c['train'])} training and {thousands(c['test'])} test questions, "
+          f"noise std up to {c['noise']}, segmenter and end-to-end MLPs of width "
+          f"{c['seg_width']} / {c['qa_width']} ({thousands(c['steps'])} steps each); REINFORCE "
+          f"with {c['slots']} slots, groups of {c['group']}, {thousands(c['rl_steps'])} steps "
+          f"per arm; {seconds(record['wall_time_s'])}; {spread}.\n\n"
+          + "Accuracy of the pipeline against the confidence threshold (above 1 every mask is "
+          "dropped: the end-to-end network alone):\n\n"
+          + table(care.TAU_HEAD, care.tau_rows(record)) + "\n\n"
+          + "Each view's answer accuracy:\n\n"
+          + table(care.VIEW_HEAD, care.view_rows(record)) + "\n\n"
+          + f"Mask confidence quartiles (min, 25%, median, 75%, max): "
+          f"{', '.join(f(x) for x in q.mean(0))}; correlation with the scene's noise "
+          f"{pm(corr)}. Digit accuracy of the Yardstick on the crop view {pm(digit['crop'])}, on "
+          f"the masked view {pm(digit['masked'])} (on clean held-out digits {pm(ys_acc)}).\n\n"
+          + "REINFORCE set prediction (argmax decoding on held-out canvases):\n\n"
+          + table(care.RL_HEAD, care.rl_rows(record)) + "\n\n"
+          + claims_table(care.claims(record)) + "\n")
+
+
+@register("care")
+def care_docs() -> dict[str, str]:
+  return quick_and_full("care", _care_report)
+
+
 CONFIGS = {"full": dict(check=False)}
 
 

@@ -112,6 +112,7 @@ ENTRIES: list[Entry] = [
     Entry("DL4ND", "dl4nd", "Wang et al., arXiv:2504.02996"),
     Entry("EgoWorld", "egoworld", "Park, Ye, Kwon, arXiv:2506.17896"),
     Entry("TVI", "tvi", "Long et al., arXiv:2509.23050"),
+    Entry("CARE", "care", "arXiv:2603.01607"),
 ]
 
 

@@ -24,6 +24,8 @@ Modules:
   (Test-Time Matching's test bed).
 * :mod:`~jaxlab.data.digit_layouts`: 1-2 digits in boxes on a canvas, captions naming the
   digits, layout types and prompt streams (TTOM's test bed).
+* :mod:`~jaxlab.data.region_questions`: questions about the digit in a quadrant of a
+  two-digit canvas, with its box mask and per-scene noise (CARE's test bed).
 * :mod:`~jaxlab.data.moving_digits`: deterministic moving-digit videos and a lossless
   2 x 2 patch tokenizer (Lumos-1's test bed).
 * :mod:`~jaxlab.data.tense_requests`: present / past / future-tense requests with harmful
@@ -65,8 +67,9 @@ from jaxlab.data.reason_pairs import PreferenceData
 
 _MODULES = ("digit_layouts", "digit_pairs", "digit_questions", "digits", "entity_facts", "fact_qa",
             "fact_texts", "kitchen", "kv_recall", "lm_tasks", "markov_text", "matching_instances",
-            "mixtures", "moving_digits", "optim_problems", "reason_pairs", "reward_tasks",
-            "rotated_digits", "span_tasks", "subtasks", "tense_requests", "two_camera_scenes")
+            "mixtures", "moving_digits", "optim_problems", "reason_pairs", "region_questions",
+            "reward_tasks", "rotated_digits", "span_tasks", "subtasks", "tense_requests",
+            "two_camera_scenes")
 
 
 def __getattr__(name: str):
@@ -80,5 +83,5 @@ def __getattr__(name: str):
 __all__ = ["Digits", "PreferenceData", "digit_layouts", "digit_pairs", "digit_questions", "digits",
            "entity_facts", "fact_qa", "fact_texts", "kitchen", "kv_recall", "lm_tasks",
            "load_digits", "markov_text", "matching_instances", "mixtures", "moving_digits",
-           "optim_problems", "reason_pairs", "reward_tasks", "rotated_digits", "span_tasks",
-           "subtasks", "tense_requests", "two_camera_scenes"]
+           "optim_problems", "reason_pairs", "region_questions", "reward_tasks", "rotated_digits",
+           "span_tasks", "subtasks", "tense_requests", "two_camera_scenes"]

@@ -15,8 +15,11 @@ Modules:
   transformer), the blind pass with a learned null image, the chain-of-embedding distance
   profile, the visual integration point, the TVI score and the TVI regulariser (Long et
   al., arXiv:2509.23050).
+* :mod:`~jaxlab.vision.care`: CARE's entity reward (Hungarian-matched cosine similarity,
+  count, repetition and format terms), the mask-confidence filter, and crop / masked /
+  global evidence views with a majority vote (issue 22).
 """
 
-from jaxlab.vision import dl4nd, egoworld, tvi
+from jaxlab.vision import care, dl4nd, egoworld, tvi
 
-__all__: list[str] = ["dl4nd", "egoworld", "tvi"]
+__all__: list[str] = ["care", "dl4nd", "egoworld", "tvi"]
