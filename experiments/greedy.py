@@ -6,9 +6,10 @@ RL fine-tuning, against UCB and random, on K-armed Bernoulli bandits.
 Per seed (``jaxlab.agents.greedy``, ``jaxlab.envs.bandits``; arm means ~ U(0, 1) redrawn per
 episode, ``horizon`` steps):
 
-1. behaviour-cloning data: ``bc_episodes`` episodes, each epsilon-greedy or copy (repeat
-   the most frequent action), with each step's rationale label the UCB arm (constant
-   ``ucb_c``) of the history before it;
+1. behaviour-cloning data: ``bc_episodes`` episodes, each epsilon-greedy (share
+   ``greedy_share``), UCB (share ``ucb_share``: the cloned policy acts on its rationale at a
+   low rate, as the paper's LLMs do) or copy (repeat the most frequent action), with each
+   step's rationale label the UCB arm (constant ``ucb_c``) of the history before it;
 2. two sequence policies (toolkit transformers) trained on it by next-token loss on the
    rationale and action tokens: one emitting ``why, arm`` per step, one ``arm`` only (the
    "no rationale" ablation). These are the "before RLFT" policies: their greediness and
@@ -64,19 +65,20 @@ ROWS = ("ucb", "ucb1", "random", *POLICIES)
 
 CONFIGS = {
     "smoke": dict(seeds=1, num_arms=3, kind="bernoulli", horizon=8, ucb_c=0.5,
-                  bc_episodes=64, bc_steps=4, bc_batch=8, bc_lr=1e-3, d_model=16, heads=2,
-                  layers=1, rl_iters=2, rl_episodes=8, rl_minibatch=8, rl_lr=1e-3,
-                  kl_coef=0.05, gamma=1.0, eval_episodes=8, probe_num=8, max_repeats=4),
+                  bc_episodes=64, greedy_share=0.4, ucb_share=0.2, bc_steps=4, bc_batch=8,
+                  bc_lr=1e-3, d_model=16, heads=2, layers=1, rl_iters=2, rl_episodes=8,
+                  rl_minibatch=8, rl_group=4, rl_lr=1e-3, kl_coef=0.05, gamma=1.0,
+                  eval_episodes=8, probe_num=8, max_repeats=4),
     "quick": dict(seeds=1, num_arms=5, kind="bernoulli", horizon=50, ucb_c=0.5,
-                  bc_episodes=1024, bc_steps=150, bc_batch=16, bc_lr=2e-3, d_model=32,
-                  heads=2, layers=2, rl_iters=10, rl_episodes=16, rl_minibatch=16,
-                  rl_lr=1e-3, kl_coef=0.05, gamma=1.0, eval_episodes=64, probe_num=32,
-                  max_repeats=30),
+                  bc_episodes=1024, greedy_share=0.4, ucb_share=0.2, bc_steps=150,
+                  bc_batch=16, bc_lr=2e-3, d_model=32, heads=2, layers=2, rl_iters=10,
+                  rl_episodes=16, rl_minibatch=16, rl_group=8, rl_lr=1e-3, kl_coef=0.05,
+                  gamma=1.0, eval_episodes=64, probe_num=32, max_repeats=30),
     "full": dict(seeds=3, num_arms=5, kind="bernoulli", horizon=50, ucb_c=0.5,
-                 bc_episodes=2048, bc_steps=800, bc_batch=32, bc_lr=2e-3, d_model=32,
-                 heads=2, layers=2, rl_iters=60, rl_episodes=32, rl_minibatch=32,
-                 rl_lr=1e-3, kl_coef=0.05, gamma=1.0, eval_episodes=128, probe_num=64,
-                 max_repeats=30),
+                 bc_episodes=2048, greedy_share=0.4, ucb_share=0.2, bc_steps=400,
+                 bc_batch=32, bc_lr=2e-3, d_model=32, heads=2, layers=2, rl_iters=50,
+                 rl_episodes=32, rl_minibatch=32, rl_group=8, rl_lr=1e-3, kl_coef=0.05,
+                 gamma=1.0, eval_episodes=128, probe_num=64, max_repeats=30),
 }
 
 
@@ -103,7 +105,7 @@ def make_programs(cfg: dict) -> dict:
   net = tfm.graph(tcfg)
   rl_cfg = gr.RLFTConfig(episodes=cfg["rl_episodes"], minibatch_size=cfg["rl_minibatch"],
                          kl_coef=cfg["kl_coef"], gamma=cfg["gamma"], ucb_c=c,
-                         horizon=h)
+                         group_size=cfg["rl_group"], horizon=h)
   rl_opt = optax.chain(optax.clip_by_global_norm(1.0), optax.adam(cfg["rl_lr"]))
 
   @jax.jit
@@ -175,7 +177,8 @@ def make_programs(cfg: dict) -> dict:
 
   @jax.jit
   def behaviour(key):
-    return gr._behaviour(key, params, cfg["bc_episodes"], 0.5, 0.1, c, h)
+    return gr._behaviour(key, params, cfg["bc_episodes"], cfg["greedy_share"],
+                         cfg["ucb_share"], 0.1, c, h)
 
   return {"behaviour": behaviour, "behaviour_clone": behaviour_clone, "rlft": rlft,
           "evaluate": evaluate, "baselines": baselines}
@@ -325,7 +328,8 @@ def cli() -> ExperimentCLI:
                               "ucb_c": "UCB's exploration constant (rationale labels, baseline)",
                               "bc_episodes": "behaviour-cloning episodes (greedy / copy)",
                               "rl_iters": "RLFT iterations", "rl_episodes": "episodes per "
-                              "iteration", "max_repeats": "frequency probe: most repeats"},
+                              "iteration", "rl_group": "episodes per bandit instance (the "
+                              "advantages' group)", "max_repeats": "frequency probe: most repeats"},
                        choices={"kind": bandits.KINDS})
 
 

@@ -26,13 +26,14 @@ rationales are free text and whose biases come from pretraining. Here the policy
 :class:`jaxlab.models.transformer.Transformer` over action-reward tokens (per step: a
 rationale token ``why_k`` = "the UCB arm is k", an action token ``arm_a``, then the
 environment's reward-bin token); the biases are *given* to it by behaviour cloning of greedy
-and copy traces (:func:`behaviour_traces`) with the rationale supervised by the true UCB arm
-(:func:`ucb_arm`), so the model "knows" UCB but "does" greedy/copy: the gap is built in,
-and what is tested is whether RLFT closes it. The clipped surrogate, the k3 KL and the
+and copy traces with a share of UCB episodes (:func:`behaviour_traces`), the rationale
+supervised by the true UCB arm (:func:`ucb_arm`), so the model "knows" UCB but mostly
+"does" greedy/copy: the gap is built in, and what is tested is whether RLFT closes it. The clipped surrogate, the k3 KL and the
 update are the toolkit's (:mod:`jaxlab.models.policy_gradient`). Our choices: UCB's
 exploration constant ``c`` (UCB1's :math:`\sqrt 2` by default), returns-to-go standardised
-per step over the batch's episodes (a baseline; the paper states MC returns), and an invalid
-action (any non-arm token in the action slot) pulling no arm (the environment's rule).
+per step over the episodes played on the same arm means (a group baseline; the paper states
+MC returns), and an invalid action (any non-arm token in the action slot) pulling no arm
+(the environment's rule).
 
 Example:
   >>> spec = TokenSpec(num_arms=5)
@@ -309,34 +310,40 @@ def _run_baseline(key, params, policy, num_episodes, c, eps, horizon, means=None
 
 
 def behaviour_traces(key: jax.Array, params: BanditParams, num_episodes: int, *,
-                     greedy_share: float = 0.5, eps: float = 0.1, c: float = UCB1_C,
-                     horizon: int = bandits.HORIZON) -> Trace:
-  """Behaviour-cloning data: each episode is epsilon-greedy (probability ``greedy_share``)
-  or copy (repeat the most frequent action), epsilon ``eps``; ``Trace.ucb`` (UCB's arm
-  with constant ``c``) is the rationale label."""
-  if not 0.0 <= greedy_share <= 1.0:
-    raise ValueError(f"greedy_share must be in [0, 1], got {greedy_share!r}")
-  if not 0.0 <= eps <= 1.0:
-    raise ValueError(f"eps must be in [0, 1], got {eps!r}")
+                     greedy_share: float = 0.4, ucb_share: float = 0.2, eps: float = 0.1,
+                     c: float = UCB1_C, horizon: int = bandits.HORIZON) -> Trace:
+  """Behaviour-cloning data: each episode is epsilon-greedy (probability ``greedy_share``),
+  UCB with constant ``c`` (probability ``ucb_share``: the cloned policy acts on its
+  rationale in some episodes, as the paper's LLMs do at a low rate) or copy (repeat the
+  most frequent action; the rest), epsilon ``eps``; ``Trace.ucb`` (UCB's arm) is the
+  rationale label."""
+  for name, v in (("greedy_share", greedy_share), ("ucb_share", ucb_share), ("eps", eps)):
+    if not 0.0 <= v <= 1.0:
+      raise ValueError(f"{name} must be in [0, 1], got {v!r}")
+  if greedy_share + ucb_share > 1.0:
+    raise ValueError(f"greedy_share + ucb_share must be <= 1, got {greedy_share + ucb_share}")
   if not isinstance(num_episodes, int) or num_episodes < 1:
     raise ValueError(f"num_episodes must be a positive int, got {num_episodes!r}")
-  return _behaviour(key, params, num_episodes, float(greedy_share), float(eps), float(c),
-                    horizon)
+  return _behaviour(key, params, num_episodes, float(greedy_share), float(ucb_share),
+                    float(eps), float(c), horizon)
 
 
-@functools.partial(jax.jit, static_argnums=(2, 3, 4, 5, 6))
-def _behaviour(key, params, num_episodes, greedy_share, eps, c, horizon):
+@functools.partial(jax.jit, static_argnums=(2, 3, 4, 5, 6, 7))
+def _behaviour(key, params, num_episodes, greedy_share, ucb_share, eps, c, horizon):
   k_means, k_kind, k_play = jax.random.split(key, 3)
   means = jax.vmap(bandits.arm_means, (0, None))(jax.random.split(k_means, num_episodes), params)
-  is_greedy = jax.random.uniform(k_kind, (num_episodes,)) < greedy_share
+  u = jax.random.uniform(k_kind, (num_episodes,))
+  kind = jnp.where(u < greedy_share, 0, jnp.where(u < greedy_share + ucb_share, 1, 2))
 
-  def one(kk, m, g):
-    choose = lambda k2, n, s, t: jnp.where(  # noqa: E731
-        g, _choose("greedy", k2, n, s, t, c, eps), _choose("copy", k2, n, s, t, c, eps))
+  def one(kk, m, which):
+    choose = lambda k2, n, s, t: jnp.select(  # noqa: E731
+        [which == 0, which == 1],
+        [_choose("greedy", k2, n, s, t, c, eps), _choose("ucb", k2, n, s, t, c, eps)],
+        _choose("copy", k2, n, s, t, c, eps))
     return _play(kk, m, params, horizon, choose, c)
 
-  a, r, u, gr = jax.vmap(one)(jax.random.split(k_play, num_episodes), means, is_greedy)
-  return Trace(a, r, u, gr, means)
+  a, r, u_arm, g = jax.vmap(one)(jax.random.split(k_play, num_episodes), means, kind)
+  return Trace(a, r, u_arm, g, means)
 
 
 # ---------------------------------------------------------------------------
@@ -555,7 +562,12 @@ def frequency_probe(net: Net, key: jax.Array, spec: TokenSpec, params: BanditPar
 
 @dataclasses.dataclass(frozen=True)
 class RLFTConfig:
-  """RLFT's constants (hashable); the reward shaping is :class:`Shaping` (traced)."""
+  """RLFT's constants (hashable); the reward shaping is :class:`Shaping` (traced).
+
+  Each iteration draws ``episodes / group_size`` bandit instances and plays each
+  ``group_size`` times; the returns-to-go are standardised per step within the instance's
+  group (GRPO's group baseline applied per step; the paper states Monte-Carlo returns).
+  """
 
   episodes: int = 64  # episodes rolled out per iteration
   minibatch_size: int = 32  # episodes per optimizer step
@@ -566,12 +578,16 @@ class RLFTConfig:
   reward_scale: float = 1.0  # r_env is divided by it (the paper normalises r_env)
   temperature: float = 1.0  # sampling temperature of the rollouts
   ucb_c: float = UCB1_C  # UCB's constant (the rationale's label, the metrics)
+  group_size: int = 8  # episodes per bandit instance; advantages are standardised per group
   horizon: int = bandits.HORIZON
 
   def __post_init__(self):
     if self.episodes % self.minibatch_size:
       raise ValueError(f"minibatch_size must divide episodes, got {self.minibatch_size} and "
                        f"{self.episodes}")
+    if self.group_size < 2 or self.episodes % self.group_size:
+      raise ValueError(f"group_size must be >= 2 and divide episodes, got {self.group_size} "
+                       f"and {self.episodes}")
     if not 0.0 < self.gamma <= 1.0:
       raise ValueError(f"gamma must be in (0, 1], got {self.gamma!r}")
 
@@ -596,10 +612,18 @@ def step_rewards(episodes: Episodes, shaping: Shaping, reward_scale: float = 1.0
           + shaping.bonus * episodes.untried.astype(jnp.float32))
 
 
-def step_advantages(rewards: jax.Array, gamma: float = 1.0) -> jax.Array:
-  """Returns-to-go ``(E, T)`` standardised per step over the episodes (our baseline)."""
+def step_advantages(rewards: jax.Array, gamma: float = 1.0, group_size: int | None = None
+                    ) -> jax.Array:
+  """Returns-to-go ``(E, T)`` standardised per step over each group of ``group_size``
+  consecutive episodes (played on the same arm means; None: over all episodes), our
+  baseline: it removes the luck of the instance from the advantage."""
   g = pg.returns_to_go(rewards, gamma)
-  return (g - g.mean(0)) / (g.std(0) + 1e-6)
+  e = g.shape[0]
+  group = e if group_size is None else group_size
+  if e % group:
+    raise ValueError(f"group_size must divide the {e} episodes, got {group_size}")
+  g = g.reshape(e // group, group, -1)
+  return ((g - g.mean(1, keepdims=True)) / (g.std(1, keepdims=True) + 1e-6)).reshape(e, -1)
 
 
 def token_advantages(spec: TokenSpec, advantages: jax.Array) -> jax.Array:
@@ -624,13 +648,14 @@ def make_rlft(net: Net, optimizer: optax.GradientTransformation, ref_params: Any
   def iteration(state: RLState, key: jax.Array, shaping: Shaping,
                 rationale: bool | jax.Array = True):
     k_means, k_roll, k_update = jax.random.split(key, 3)
-    means = jax.vmap(bandits.arm_means, (0, None))(jax.random.split(k_means, config.episodes),
-                                                   params)
+    instances = config.episodes // config.group_size
+    means = jnp.repeat(jax.vmap(bandits.arm_means, (0, None))(
+        jax.random.split(k_means, instances), params), config.group_size, axis=0)
     ep = rollout(net.replace(params=state.params), k_roll, means, spec, params,
                  rationale=rationale, c=config.ucb_c, temperature=config.temperature,
                  horizon=config.horizon)
     rewards = step_rewards(ep, shaping, config.reward_scale)
-    adv = token_advantages(spec, step_advantages(rewards, config.gamma))
+    adv = token_advantages(spec, step_advantages(rewards, config.gamma, config.group_size))
     mask = jnp.broadcast_to(loss_mask(spec, config.horizon, rationale), adv.shape)
     both = jax.tree.map(lambda a, b: jnp.stack([a, b]), state.params, ref_params)
     old, ref = jax.lax.stop_gradient(jax.vmap(logp_fn, (0, None))(both, ep.tokens))

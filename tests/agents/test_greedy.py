@@ -187,8 +187,15 @@ def test_rlft_rewards_and_advantages():
   g = np.array([[2.0, 1.0, 1.0], [0.0, 0.0, 0.0], [3.0, 2.0, 1.0]])
   np.testing.assert_allclose(gr.step_advantages(rewards),
                              (g - g.mean(0)) / (g.std(0) + 1e-6), rtol=1e-5)
+  four = jnp.concatenate([rewards[:2], rewards[1:]])  # groups of 2: rows (0, 1), (1, 2)
+  g4 = np.concatenate([g[:2], g[1:]]).reshape(2, 2, 3)
+  np.testing.assert_allclose(gr.step_advantages(four, group_size=2).reshape(2, 2, 3),
+                             (g4 - g4.mean(1, keepdims=True)) / (g4.std(1, keepdims=True) + 1e-6),
+                             rtol=1e-5)
   spec = gr.TokenSpec(num_arms=2)
   np.testing.assert_array_equal(gr.token_advantages(spec, jnp.array([[1.0, 2.0]])),
                                 [[1, 1, 1, 2, 2, 2]])
   with pytest.raises(ValueError, match="minibatch_size"):
     gr.RLFTConfig(episodes=10, minibatch_size=4)
+  with pytest.raises(ValueError, match="group_size"):
+    gr.RLFTConfig(episodes=16, minibatch_size=16, group_size=3)
