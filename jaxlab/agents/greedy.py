@@ -29,11 +29,12 @@ environment's reward-bin token); the biases are *given* to it by behaviour cloni
 and copy traces with a share of UCB episodes (:func:`behaviour_traces`), the rationale
 supervised by the true UCB arm (:func:`ucb_arm`), so the model "knows" UCB but mostly
 "does" greedy/copy: the gap is built in, and what is tested is whether RLFT closes it. The
-clipped surrogate, the k3 KL and the update are the toolkit's (:mod:`jaxlab.models.policy_gradient`). Our choices: UCB's
-exploration constant ``c`` (UCB1's :math:`\sqrt 2` by default), returns-to-go standardised
-per step over the episodes played on the same arm means (a group baseline; the paper states
-MC returns), and an invalid action (any non-arm token in the action slot) pulling no arm
-(the environment's rule).
+clipped surrogate, the k3 KL and the update are the toolkit's
+(:mod:`jaxlab.models.policy_gradient`). Our choices: UCB's exploration constant ``c``
+(UCB1's :math:`\sqrt 2` by default), returns-to-go standardised per step over the episodes
+played on the same arm means (a group baseline; the paper states Monte-Carlo returns), and
+an invalid action (any non-arm token in the action slot) pulling no arm (the environment's
+rule).
 
 Example:
   >>> spec = TokenSpec(num_arms=5)
