@@ -1891,7 +1891,9 @@ def _greedy_report(record: dict) -> str:
             if c["seeds"] > 1 else f"1 seed, {seconds(record['wall_time_s'])}")
   return ("\n" + f"{c['num_arms']}-armed {c['kind']} bandit, {c['horizon']} steps, UCB "
           f"c = {c['ucb_c']}; policy {c['layers']} layers d = {c['d_model']}, behaviour "
-          f"cloning on {thousands(c['bc_episodes'])} greedy / copy episodes (behaviour regret "
+          f"cloning on {thousands(c['bc_episodes'])} episodes, epsilon-greedy / UCB / copy in "
+          f"shares {c['greedy_share']:g} / {c['ucb_share']:g} / "
+          f"{1 - c['greedy_share'] - c['ucb_share']:g} (behaviour regret "
           f"{pm(behaviour)}, coverage {pm(cover)}) for {thousands(c['bc_steps'])} steps "
           f"(final loss {pm(bc)}), RLFT {c['rl_iters']} iterations of {c['rl_episodes']} "
           f"episodes (lr {c['rl_lr']:g}, KL coefficient {c['kl_coef']:g}); "

@@ -250,8 +250,8 @@ def claims(result: dict) -> list[Claim]:
            and fs_bc.mean() > 1 / k)
   rows = [Claim(
       "Before RLFT the policy is greedy, frequency-biased and knows more than it does",
-      f"P(rationale correct) {pm(rc)} (chance {1 / k:.2f}); P(a = rationale | correct) "
-      f"{pm(ar)} vs P(a = greedy | correct) {pm(ag)}; coverage {pm(cov_bc)} vs UCB "
+      f"P(rationale correct) {pm(rc)} (chance {1 / k:.2f}); P(a = rationale, given correct) "
+      f"{pm(ar)} vs P(a = greedy, given correct) {pm(ag)}; coverage {pm(cov_bc)} vs UCB "
       f"{pm(cov_ucb)}; share on an arm repeated {result['config']['max_repeats']} times "
       f"{pm(fs_bc)} (1/K = {1 / k:.2f})", bool(built))]
 
@@ -264,7 +264,7 @@ def claims(result: dict) -> list[Claim]:
 
   rows.append(paired("RLFT lowers the cumulative regret", "regret", True, fmt=".2f"))
   rows.append(paired("RLFT raises the action coverage", "coverage", False))
-  rows.append(paired("RLFT raises P(action = rationale | rationale correct)",
+  rows.append(paired("RLFT raises P(action = rationale, given a correct rationale)",
                      "act_rationale_given_correct", False))
   rows.append(paired("RLFT lowers the frequency bias (share on the repeated arm)",
                      "freq_share", True, index=last))
@@ -278,8 +278,8 @@ def claims(result: dict) -> list[Claim]:
   return rows
 
 
-TABLE_HEAD = ["policy", "regret", "coverage", "invalid", "P(why ok)", "P(a = why | ok)",
-              "P(a = greedy | ok)", "freq. share", "entropy"]
+TABLE_HEAD = ["policy", "regret", "coverage", "invalid", "P(why ok)", "P(a = why, given ok)",
+              "P(a = greedy, given ok)", "freq. share", "entropy"]
 
 
 def table_rows(result: dict) -> list[list[str]]:
