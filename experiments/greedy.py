@@ -300,7 +300,7 @@ def table_rows(result: dict) -> list[list[str]]:
 
 def plot(result: dict, out: str) -> list[str]:
   fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
-  colors = {"ucb": "k", "ucb1": "0.5", "random": "C7", "bc": "C3", "rlft": "C0",
+  colors = {"ucb": "k", "ucb1": "0.55", "random": "C8", "bc": "C3", "rlft": "C0",
             "no_bonus": "C1", "no_penalty": "C2", "bc_no_rationale": "C5", "no_rationale": "C4"}
   for name in ROWS:
     style = "--" if name in BASELINES else "-"
@@ -313,8 +313,9 @@ def plot(result: dict, out: str) -> list[str]:
   axes[1].set(xlabel="step t", ylabel="coverage C_t")
   axes[2].set(xlabel="repeats k of one arm", ylabel="P(pick the repeated arm)")
   axes[2].legend(fontsize=7)
+  n = len(result["runs"])
   fig.suptitle(f"{result['config']['num_arms']}-armed {result['config']['kind']} bandit, "
-               f"{len(result['runs'])} seeds (mean)")
+               f"{n} seed{'s' if n > 1 else ''} (mean)")
   save_figure(fig, out, "greedy.png")
   return ["greedy.png"]
 
