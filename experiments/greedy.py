@@ -62,6 +62,7 @@ SHAPING = {"rlft": (5.0, 1.0), "no_bonus": (5.0, 0.0), "no_penalty": (0.0, 1.0)}
 POLICIES = ("bc", *RL_ARMS, "bc_no_rationale", "no_rationale")
 BASELINES = ("ucb", "ucb1", "random")
 ROWS = ("ucb", "ucb1", "random", *POLICIES)
+KEEP = 0.05  # claim 7: the largest fall of P(rationale correct) that still "keeps" it
 
 CONFIGS = {
     "smoke": dict(seeds=1, num_arms=3, kind="bernoulli", horizon=8, ucb_c=0.5,
@@ -234,7 +235,10 @@ def claims(result: dict) -> list[Claim]:
   1. RLFT lowers regret (mean and every seed); 2. raises coverage; 3. raises
      P(a = rationale | rationale correct); 4. lowers the frequency share at ``max_repeats``
      repeats; 5. the RLFT agent stays below UCB (higher regret, every seed);
-  6. the exploration bonus raises coverage (rlft vs no_bonus, every seed).
+  6. the exploration bonus raises coverage (rlft vs no_bonus, every seed);
+  7. RLFT keeps the rationale correct (P(rationale correct) falls by at most ``KEEP``, every
+     seed): rationale and action are trained together, so the gap can also close by the
+     rationale moving to the action.
   """
   if not result["runs"]:
     return []
@@ -275,6 +279,11 @@ def claims(result: dict) -> list[Claim]:
                     "seeds", bool(below == n)))
   rows.append(paired("The exploration bonus raises coverage (without -> with)", "coverage",
                      False, a="no_bonus", b="rlft"))
+  before, after = v("bc", "rationale_correct"), v("rlft", "rationale_correct")
+  kept = int(np.sum(after >= before - KEEP))
+  rows.append(Claim("RLFT keeps the knowledge: the rationale stays the UCB arm",
+                    f"P(rationale correct) {pm(before)} -> {pm(after)}; within {KEEP} of "
+                    f"before in {kept}/{n} seeds", bool(kept == n)))
   return rows
 
 

@@ -27,7 +27,7 @@ def test_smoke_run_writes_every_policy(tmp_path):
   assert "rationale_correct" not in run["policies"]["no_rationale"]
   assert set(run["rl_curves"]) == set(greedy.RL_SETS)
   assert len(run["rl_curves"]["rlft"]["regret"]) == saved["config"]["rl_iters"]
-  assert len(greedy.claims(saved)) == 7
+  assert len(greedy.claims(saved)) == 8
 
 
 def _policy(regret, coverage, ar=0.1, ag=0.6, rc=0.6, share=0.9):
@@ -43,15 +43,16 @@ def _result(bc, rlft, ucb, no_bonus, seeds=2):
 
 def test_claims_on_hand_built_results():
   bc = [_policy(15.0, 0.7), _policy(16.0, 0.72)]
-  rlft = [_policy(10.0, 0.9, ar=0.5, share=0.5), _policy(11.0, 0.85, ar=0.6, share=0.6)]
+  rlft = [_policy(10.0, 0.9, ar=0.5, share=0.5), _policy(11.0, 0.85, ar=0.6, share=0.6, rc=0.57)]
   ucb = [_policy(5.0, 1.0, share=0.0)] * 2
   no_bonus = [_policy(11.0, 0.8)] * 2
-  assert [c.held for c in greedy.claims(_result(bc, rlft, ucb, no_bonus))] == [True] * 7
+  assert [c.held for c in greedy.claims(_result(bc, rlft, ucb, no_bonus))] == [True] * 8
   # no built-in gap (acts on its rationale), regret up in one seed, coverage down, the agent
-  # beats UCB, the bonus lowers coverage
+  # beats UCB, the bonus lowers coverage, the rationale loses 0.1 in one seed
   bc_bad = [_policy(15.0, 1.0, ar=0.9, ag=0.1), _policy(10.0, 1.0, ar=0.9, ag=0.1)]
-  rlft_bad = [_policy(10.0, 0.9, ar=0.5, share=0.95), _policy(11.0, 0.85, ar=0.5, share=0.95)]
+  rlft_bad = [_policy(10.0, 0.9, ar=0.5, share=0.95),
+              _policy(11.0, 0.85, ar=0.5, share=0.95, rc=0.5)]  # rationale drifts in seed 2
   held = [c.held for c in greedy.claims(_result(bc_bad, rlft_bad, [_policy(12.0, 1.0)] * 2,
                                                 [_policy(11.0, 0.95)] * 2))]
-  assert held == [False] * 7
+  assert held == [False] * 8
   assert greedy.claims({"runs": [], "config": {}}) == []
