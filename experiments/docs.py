@@ -2012,6 +2012,35 @@ def care_docs() -> dict[str, str]:
   return quick_and_full("care", _care_report)
 
 
+
+
+def _greedy_report(record: dict) -> str:
+  from experiments import greedy  # noqa: PLC0415 (the experiment's claims and table)
+
+  c, runs = record["config"], record["runs"]
+  bc = np.array([r["bc_loss"] for r in runs])
+  behaviour = np.array([r["behaviour"]["regret"] for r in runs])
+  cover = np.array([r["behaviour"]["coverage"] for r in runs])
+  spread = (f"{c['seeds']} seeds, {seconds(record['wall_time_s'])}; mean ± std over seeds"
+            if c["seeds"] > 1 else f"1 seed, {seconds(record['wall_time_s'])}")
+  return ("\n" + f"{c['num_arms']}-armed {c['kind']} bandit, {c['horizon']} steps, UCB "
+          f"c = {c['ucb_c']}; policy {c['layers']} layers d = {c['d_model']}, behaviour "
+          f"cloning on {thousands(c['bc_episodes'])} episodes, epsilon-greedy / UCB / copy in "
+          f"shares {c['greedy_share']:g} / {c['ucb_share']:g} / "
+          f"{1 - c['greedy_share'] - c['ucb_share']:g} (behaviour regret "
+          f"{pm(behaviour)}, coverage {pm(cover)}) for {thousands(c['bc_steps'])} steps "
+          f"(final loss {pm(bc)}), RLFT {c['rl_iters']} iterations of {c['rl_episodes']} "
+          f"episodes (lr {c['rl_lr']:g}, KL coefficient {c['kl_coef']:g}); "
+          f"{c['eval_episodes']} evaluation episodes; {spread}. The frequency share and "
+          f"entropy are read after {c['max_repeats']} repeats of one arm:\n\n"
+          + table(greedy.TABLE_HEAD, greedy.table_rows(record)) + "\n\n"
+          + claims_table(greedy.claims(record)) + "\n")
+
+
+@register("greedy")
+def greedy_docs() -> dict[str, str]:
+  return quick_and_full("greedy", _greedy_report)
+
 CONFIGS = {"full": dict(check=False)}
 
 

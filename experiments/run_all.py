@@ -113,6 +113,7 @@ ENTRIES: list[Entry] = [
     Entry("EgoWorld", "egoworld", "Park, Ye, Kwon, arXiv:2506.17896"),
     Entry("TVI", "tvi", "Long et al., arXiv:2509.23050"),
     Entry("CARE", "care", "arXiv:2603.01607"),
+    Entry("LLMs are Greedy Agents", "greedy", "Schmied et al., arXiv:2504.16078"),
 ]
 
 

@@ -1,8 +1,15 @@
 """Pure-JAX environments with gymnax's API.
 
 ``reset(key, params)`` and ``step(key, state, action, params)``, vmappable and jittable.
+
+* :mod:`~jaxlab.envs.bandits`: K-armed Bernoulli / Gaussian bandits, arm means per episode
+  ("LLMs are Greedy Agents").
+* :mod:`~jaxlab.envs.multigoal_point`: a 2-D point with several goals (offline RL data).
+* :mod:`~jaxlab.envs.point_maze`: PIPER's four-room point maze and a point that pushes a box.
 """
 
+from jaxlab.envs import bandits
+from jaxlab.envs.bandits import BanditParams, BanditState, MultiArmedBandit
 from jaxlab.envs.multigoal_point import (
     BehaviorParams,
     EnvParams,
@@ -25,7 +32,7 @@ from jaxlab.envs.point_maze import (
     wall_map,
 )
 
-__all__ = ["BehaviorParams", "EnvParams", "EnvState", "MazeParams", "MazeState",
-           "MultiGoalPoint", "PointMaze", "PointPush", "PushParams", "PushState",
-           "behavior_action", "evaluate", "is_wall", "make_dataset", "make_layout", "make_walls",
-           "wall_map"]
+__all__ = ["BanditParams", "BanditState", "BehaviorParams", "EnvParams", "EnvState",
+           "MazeParams", "MazeState", "MultiArmedBandit", "MultiGoalPoint", "PointMaze",
+           "PointPush", "PushParams", "PushState", "bandits", "behavior_action", "evaluate",
+           "is_wall", "make_dataset", "make_layout", "make_walls", "wall_map"]
