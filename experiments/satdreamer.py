@@ -64,20 +64,25 @@ CLASSES = len(cp.PANO_CLASSES)
 REFS = ("first", "previous")
 MATCH_TOL = 0.02  # "matches": epipolar accuracy at most 2 points below full attention
 ORACLE_WRONG = 0.10  # the flat-world oracle must mislabel at least this share of pixels
+# XLA:CPU options of the smoke and quick programs: at their sizes compiling dominates, and
+# LLVM at optimization level 0 compiles this experiment's programs in well under half the time
+FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
 
 CONFIGS = {
     "smoke": dict(seeds=1, size=8, height=4, width=16, train_cities=4, test_cities=2,
                   views=2, dim=8, offsets=2, steps=4, batch=2, rays=16, lr=3e-3,
                   corr_train=4, corr_test=2, corr_steps=4, corr_batch=2, queries=8,
-                  candidates=16, sweep=(4, 16), frame_step=0.8),
-    "quick": dict(seeds=2, size=16, height=16, width=64, train_cities=32, test_cities=8,
+                  candidates=16, sweep=(4, 16), frame_step=0.8, fast_compile=True),
+    "quick": dict(seeds=2, size=16, height=16, width=64, train_cities=64, test_cities=8,
                   views=4, dim=16, offsets=2, steps=200, batch=4, rays=64, lr=3e-3,
                   corr_train=32, corr_test=8, corr_steps=150, corr_batch=2, queries=64,
-                  candidates=128, sweep=(4, 32, 64, 128, 256), frame_step=0.8),
+                  candidates=128, sweep=(4, 32, 64, 128, 256), frame_step=0.8,
+                  fast_compile=True),
     "full": dict(seeds=3, size=16, height=16, width=64, train_cities=128, test_cities=16,
                  views=4, dim=32, offsets=4, steps=800, batch=4, rays=128, lr=3e-3,
                  corr_train=128, corr_test=16, corr_steps=500, corr_batch=4, queries=128,
-                 candidates=128, sweep=(4, 32, 64, 128, 256), frame_step=0.8),
+                 candidates=128, sweep=(4, 32, 64, 128, 256), frame_step=0.8,
+                 fast_compile=False),
 }
 
 
@@ -331,8 +336,10 @@ def make_programs(cfg_items: tuple) -> dict:
   """The jitted programs of one configuration, compiled once and shared by every seed."""
   cfg = dict(cfg_items)
   sizes = tuple(sorted(set(cfg["sweep"]) | {cfg["candidates"]}))
+  jit = functools.partial(jax.jit, compiler_options=FAST_COMPILE if cfg["fast_compile"]
+                          else None)
 
-  @jax.jit
+  @jit
   def semantics(key):
     k_tr, k_te, k_arms = jax.random.split(key, 3)
     train = semantic_data(k_tr, cfg, cfg["train_cities"])
@@ -345,7 +352,7 @@ def make_programs(cfg_items: tuple) -> dict:
                   "loss": losses}
     return out
 
-  @jax.jit
+  @jit
   def correspondence(key):
     k_tr, k_te, k_full, k_epi = jax.random.split(key, 4)
     train, test = corr_data(k_tr, cfg, cfg["corr_train"]), corr_data(k_te, cfg, cfg["corr_test"])
@@ -510,7 +517,9 @@ def cli() -> ExperimentCLI:
                               "queries": "query pixels per frame pair per step",
                               "candidates": "epipolar keys per query M (trained arm)",
                               "sweep": "M values scored with the epipolar-trained descriptors",
-                              "frame_step": "camera motion between frames, cells"})
+                              "frame_step": "camera motion between frames, cells",
+                              "fast_compile": "compile at XLA:CPU optimization level 0 (faster "
+                                              "compiles, slower loops)"})
 
 
 def _table(result: dict) -> str:

@@ -41,6 +41,10 @@ Modules:
   test bed).
 * :mod:`~jaxlab.data.subtasks`: multi-subtask prompts with gold subtask spans and the
   per-subtask grading (correct / mixed / wrong / omitted; ATA's test bed).
+* :mod:`~jaxlab.data.city_panoramas`: a procedural top-down city (road grid, buildings of
+  two classes with heights, grass), its satellite view (labels and sun shadows) and exactly
+  ray-cast street panoramas with labels, depths, poses and pixel correspondences
+  (SatDreamer360's test bed).
 * :mod:`~jaxlab.data.optim_problems`: optimizer test problems (Rosenbrock, least
   squares, digits / MNIST / CIFAR-10 classification through ``tfds.data_source``).
 
@@ -55,7 +59,7 @@ import importlib
 from jaxlab.data.digits import Digits, load_digits
 from jaxlab.data.reason_pairs import PreferenceData
 
-_MODULES = ("digit_layouts", "digit_pairs", "digits", "entity_facts", "fact_qa",
+_MODULES = ("city_panoramas", "digit_layouts", "digit_pairs", "digits", "entity_facts", "fact_qa",
             "fact_texts", "kitchen", "kv_recall", "lm_tasks", "markov_text",
             "matching_instances", "mixtures", "moving_digits", "optim_problems",
             "reason_pairs", "reward_tasks", "span_tasks", "subtasks", "tense_requests")
@@ -69,7 +73,7 @@ def __getattr__(name: str):
   raise AttributeError(f"module 'jaxlab.data' has no attribute {name!r}")
 
 
-__all__ = ["Digits", "PreferenceData", "digit_layouts", "digit_pairs", "digits",
+__all__ = ["Digits", "PreferenceData", "city_panoramas", "digit_layouts", "digit_pairs", "digits",
            "entity_facts", "fact_qa", "fact_texts", "kitchen", "kv_recall", "lm_tasks",
            "load_digits", "markov_text", "matching_instances", "mixtures", "moving_digits",
            "optim_problems", "reason_pairs", "reward_tasks", "span_tasks", "subtasks",

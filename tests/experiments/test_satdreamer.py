@@ -1,0 +1,59 @@
+"""The SatDreamer360 experiment: its pipeline at smoke scale, and claims() on hand-built
+results."""
+
+import json
+
+import numpy as np
+
+from experiments import satdreamer
+
+
+def test_smoke_run_writes_every_arm(tmp_path):
+  res = satdreamer.main(["--smoke", "--out", str(tmp_path)])
+  saved = json.loads((tmp_path / "results.json").read_text())
+  assert saved["config"]["size"] == 8 and (tmp_path / "satdreamer.png").exists()
+  run = res["runs"][0]
+  assert set(run["semantic"]) == set(satdreamer.ARMS)
+  for arm in satdreamer.ARMS:
+    assert 0.0 <= run["semantic"][arm]["miou"] <= run["semantic"][arm]["accuracy"] + 1.0
+  assert abs(sum(run["test_class_share"]) - 1.0) < 1e-6
+  corr = run["corr"]
+  assert set(corr["epipolar"]) == {"4", "16"}
+  for ref in satdreamer.REFS:
+    assert corr["full"][ref]["recall"] == 1.0
+    # more candidates never lose the true match
+    assert corr["epipolar"]["4"][ref]["recall"] <= corr["epipolar"]["16"][ref]["recall"]
+    assert 0.0 <= corr["epipolar"]["16"][ref]["exact"] <= corr["epipolar"]["16"][ref]["near"]
+  n = saved["config"]["height"] * saved["config"]["width"]
+  assert run["flops_per_query"]["full"]["total"] == 4 * 8 * n + 3 * n
+  assert len(satdreamer.claims(saved)) == 5
+
+
+def _result(tri, glob, bev, oracle_acc, full, epi, m=128, n=1024, dim=32):
+  runs = []
+  for s in range(len(tri)):
+    corr_e = {ref: {"exact": epi[s], "near": epi[s], "recall": 0.99} for ref in satdreamer.REFS}
+    corr_f = {ref: {"exact": full[s], "near": full[s], "recall": 1.0} for ref in satdreamer.REFS}
+    runs.append({
+        "semantic": {"triplane": {"miou": tri[s], "accuracy": 0.8},
+                     "global": {"miou": glob[s], "accuracy": 0.7},
+                     "bev": {"miou": bev[s], "accuracy": 0.7}},
+        "oracle_flat_world": {"accuracy": oracle_acc[s], "miou": 0.5},
+        "corr": {"full": corr_f, "epipolar": {str(m): corr_e}},
+        "flops_per_query": {"full": {"total": 4 * dim * n + 3 * n},
+                            str(m): {"total": 4 * dim * m + 3 * m + 15 + 6 * n}}})
+  return {"config": {"candidates": m}, "runs": runs}
+
+
+def test_claims_on_hand_built_results():
+  good = _result([0.6, 0.62], [0.4, 0.45], [0.5, 0.55], [0.7, 0.75], [0.50, 0.52],
+                 [0.49, 0.52])
+  assert [c.held for c in satdreamer.claims(good)] == [True, True, True, True, True]
+  # oracle right on 95%; triplane loses to global in one seed and to BEV on average;
+  # epipolar 5 points below full; and M = N costs more than full attention
+  bad = _result([0.6, 0.5], [0.55, 0.55], [0.7, 0.7], [0.95, 0.95], [0.50, 0.52],
+                [0.45, 0.47], m=1024)
+  assert [c.held for c in satdreamer.claims(bad)] == [False, False, False, False, False]
+  assert np.isclose((4 * 32 * 128 + 3 * 128 + 15 + 6 * 1024) / (4 * 32 * 1024 + 3 * 1024),
+                    0.178, atol=1e-3)
+  assert satdreamer.claims({"runs": []}) == []
