@@ -24,7 +24,8 @@ maps frame ``m``'s camera coordinates into frame ``n``'s (``x_n = R x_m + t``).
 **Ours (choices marked [I] in the docs).** The triplane is lifted from satellite features
 ``F_xy (G, G, C)`` by a learned linear map along the collapsed axis plus a per-height bias
 (:class:`TriplaneLift`); the sampled features pass a small per-point MLP (as EG3D decodes
-triplane features); ``Delta x`` and ``W`` are predicted from the pixel's ray query and ``A``
+triplane features); ``Delta x`` (bounded by ``max_offset`` times the sample's depth) and
+``W`` are predicted from the pixel's ray query and ``A``
 is dot-product attention of the query on the sampled features (softmax over ``k``), with a
 per-sample depth embedding. The epipolar candidates are the ``M`` pixels nearest the
 epipolar great circle in angle (top-``M``); the paper's ``M = 4`` is for its own latent
@@ -176,7 +177,8 @@ class TriplaneRayModel(nnx.Module):
 
   ``__call__(sat (B, G, G, C_in), origins (B, R, 3), directions (B, R, 3)) -> logits
   (B, R, classes)``: ``F_g = sum_j W_j sum_k A_kj F(x_k + dx_kj)`` per ray, then
-  ``MLP([F_g, query])``.
+  ``MLP([F_g, query])``. The ``K`` depths are spaced evenly in inverse depth over
+  ``[near, far]``; each offset is bounded by ``max_offset`` times its sample's depth.
   """
 
   def __init__(self, in_dim: int, size: int, classes: int, *, dim: int = 32,
@@ -204,7 +206,10 @@ class TriplaneRayModel(nnx.Module):
     r, k_n, j_n = origins.shape[0], self.samples, self.offsets
     t = ray_depths(k_n, self.near, self.far)
     x = origins[:, None, :] + t[None, :, None] * directions[:, None, :]  # (R, K, 3)
-    dx = self.max_offset * jnp.tanh(self.to_offsets(query)).reshape(r, k_n, j_n, 3)
+    # offsets scale with the sample's depth [I]: a far sample may move as far as the gap to
+    # its neighbours (inverse-depth spacing leaves wide gaps far away)
+    dx = (self.max_offset * t[None, :, None, None]
+          * jnp.tanh(self.to_offsets(query)).reshape(r, k_n, j_n, 3))
     feats = triplane_features(tri, x[:, :, None, :] + dx, self.extent)  # (R, K, J, C)
     feats = self.point_mlp(feats) + self.depth_embed[...][None, :, None, :]
     q = self.to_q(query)  # (R, C)
