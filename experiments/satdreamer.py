@@ -64,8 +64,9 @@ CLASSES = len(cp.PANO_CLASSES)
 REFS = ("first", "previous")
 MATCH_TOL = 0.02  # "matches": epipolar accuracy at most 2 points below full attention
 ORACLE_WRONG = 0.10  # the flat-world oracle must mislabel at least this share of pixels
-# XLA:CPU options of the smoke and quick programs: at their sizes compiling dominates, and
-# LLVM at optimization level 0 compiles this experiment's programs in well under half the time
+# XLA:CPU options of the smoke programs: at their sizes compiling is all the cost, and LLVM at
+# optimization level 0 compiles them in under half the time (the quick and full runs keep
+# the defaults: there the ray casting and training loops run several times slower at level 0)
 FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
 
 CONFIGS = {
@@ -74,13 +75,13 @@ CONFIGS = {
                   corr_train=4, corr_test=2, corr_steps=4, corr_batch=2, queries=8,
                   candidates=16, sweep=(4, 16), frame_step=0.8, fast_compile=True),
     "quick": dict(seeds=2, size=16, height=16, width=64, train_cities=64, test_cities=8,
-                  views=4, dim=16, offsets=2, steps=200, batch=4, rays=64, lr=3e-3,
-                  corr_train=32, corr_test=8, corr_steps=150, corr_batch=2, queries=64,
+                  views=4, dim=16, offsets=2, steps=150, batch=4, rays=64, lr=3e-3,
+                  corr_train=32, corr_test=8, corr_steps=100, corr_batch=2, queries=64,
                   candidates=128, sweep=(4, 32, 64, 128, 256), frame_step=0.8,
-                  fast_compile=True),
+                  fast_compile=False),
     "full": dict(seeds=3, size=16, height=16, width=64, train_cities=128, test_cities=16,
                  views=4, dim=32, offsets=4, steps=800, batch=4, rays=128, lr=3e-3,
-                 corr_train=128, corr_test=16, corr_steps=500, corr_batch=4, queries=128,
+                 corr_train=128, corr_test=16, corr_steps=300, corr_batch=2, queries=128,
                  candidates=128, sweep=(4, 32, 64, 128, 256), frame_step=0.8,
                  fast_compile=False),
 }
