@@ -20,7 +20,8 @@ sun shadow mask, heights are only in the shadows):
    there to fix.
 2. **Correspondence.** Three-frame trajectories along a road (random headings); the current
    frame's pixels attend to the first and the previous frame. A descriptor CNN is trained
-   per arm by cross-entropy on the attention weights (the true match's pixel is the target):
+   per arm (input: colour and the pixel's elevation) by cross-entropy on the attention
+   weights (the true match's pixel is the target):
    full attention over all ``H W`` pixels vs epipolar attention over the ``M`` pixels nearest
    each query's epipolar curve (``f_n^T [t]_x R f_m = 0``). Scored on held-out trajectories:
    the share of visible pixels whose attention argmax is the true pixel (and within one
@@ -189,8 +190,8 @@ def predict_semantic(net: Net, data: dict) -> jax.Array:
 
 
 def corr_data(key: jax.Array, cfg: dict, num: int) -> dict:
-  """``num`` three-frame trajectories: colours ``(S, 3, H, W, 3)``, camera rays ``(HW, 3)``,
-  poses, and the current frame's true matches and visibility in frames 0 and 1."""
+  """``num`` three-frame trajectories: colours and elevation ``(S, 3, H, W, 5)``, camera rays
+  ``(HW, 3)``, poses, and the current frame's true matches and visibility in frames 0 and 1."""
   k_city, k_seq = jax.random.split(key)
   h, w = cfg["height"], cfg["width"]
   cities = jax.vmap(lambda k: cp.make_city(k, cfg["size"]))(jax.random.split(k_city, num))
@@ -206,8 +207,12 @@ def corr_data(key: jax.Array, cfg: dict, num: int) -> dict:
 
   colour, idx, valid = jax.lax.map(lambda a: one(*a), (cities, pos, yaw))
   psi, theta = cp.pixel_angles(h, w)
-  return {"colour": colour, "match": idx, "valid": valid, "pos": pos, "yaw": yaw,
-          "rays": cp.angles_to_direction(psi, theta).reshape(-1, 3)}
+  # the descriptor CNN sees each pixel's colour and its elevation (sin, cos): a panorama's
+  # rows are fixed elevations whatever the heading, so the row is a cue shared by both frames
+  elev = jnp.broadcast_to(jnp.stack([jnp.sin(theta), jnp.cos(theta)], -1),
+                          (*colour.shape[:-1], 2))
+  return {"colour": jnp.concatenate([colour, elev], -1), "match": idx, "valid": valid,
+          "pos": pos, "yaw": yaw, "rays": cp.angles_to_direction(psi, theta).reshape(-1, 3)}
 
 
 def _pose(data: dict, s, ref: int):
@@ -227,7 +232,7 @@ def _attention_logits(q: jax.Array, k: jax.Array, cand: jax.Array | None) -> jax
 def train_corr(epipolar: bool, cfg: dict, key: jax.Array, data: dict) -> tuple[Net, jax.Array]:
   """A descriptor CNN trained by cross-entropy of the attention weights on the true match."""
   k_init, k_fit = jax.random.split(key)
-  net = Net.create(sd.CorrespondenceEncoder(3, cfg["dim"], rngs=nnx.Rngs(k_init)))
+  net = Net.create(sd.CorrespondenceEncoder(5, cfg["dim"], rngs=nnx.Rngs(k_init)))
   s_n, hw = data["match"].shape[0], data["match"].shape[-1]
   m = cfg["candidates"]
 

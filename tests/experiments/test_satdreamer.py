@@ -15,7 +15,8 @@ def test_smoke_run_writes_every_arm(tmp_path):
   run = res["runs"][0]
   assert set(run["semantic"]) == set(satdreamer.ARMS)
   for arm in satdreamer.ARMS:
-    assert 0.0 <= run["semantic"][arm]["miou"] <= run["semantic"][arm]["accuracy"] + 1.0
+    iou = [x for x in run["semantic"][arm]["iou"] if x is not None]
+    assert np.isclose(run["semantic"][arm]["miou"], np.mean(iou))
   assert abs(sum(run["test_class_share"]) - 1.0) < 1e-6
   corr = run["corr"]
   assert set(corr["epipolar"]) == {"4", "16"}
@@ -27,6 +28,16 @@ def test_smoke_run_writes_every_arm(tmp_path):
   n = saved["config"]["height"] * saved["config"]["width"]
   assert run["flops_per_query"]["full"]["total"] == 4 * 8 * n + 3 * n
   assert len(satdreamer.claims(saved)) == 5
+
+
+def test_scores_on_a_hand_built_confusion_matrix():
+  conf = np.zeros((5, 5))
+  conf[0, 0], conf[0, 1], conf[1, 1], conf[3, 3], conf[3, 0] = 4, 1, 3, 2, 2
+  got = satdreamer.scores(conf)
+  assert np.isclose(got["accuracy"], 9 / 12)
+  # IoU: class 0: 4 / (5 + 6 - 4), class 1: 3 / (3 + 4 - 3), class 3: 2 / 4; 2 and 4 absent
+  assert np.isclose(got["miou"], np.mean([4 / 7, 3 / 4, 2 / 4]))
+  assert got["iou"][2] is None and got["iou"][4] is None
 
 
 def _result(tri, glob, bev, oracle_acc, full, epi, m=128, n=1024, dim=32):
