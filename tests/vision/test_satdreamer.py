@@ -9,6 +9,7 @@ import pytest
 from flax import nnx
 
 from jaxlab.data import city_panoramas as cp
+from jaxlab.nn import Net
 from jaxlab.vision import satdreamer as sd
 
 
@@ -130,14 +131,15 @@ def test_attention_against_a_plain_softmax():
 
 
 def test_ray_retrieval_weights_and_offsets():
-  model = sd.TriplaneRayModel(5, 8, 5, dim=8, samples=8, offsets=3, max_offset=0.5,
-                              far=8.0, rngs=nnx.Rngs(0))
+  net = Net.create(sd.TriplaneRayModel(5, 8, 5, dim=8, samples=8, offsets=3, max_offset=0.5,
+                                       far=8.0, rngs=nnx.Rngs(0)))
   rng = np.random.default_rng(0)
   tri = sd.Triplane(*(jnp.asarray(rng.normal(size=s), jnp.float32)
                       for s in ((8, 8, 8), (8, 8, 8), (8, 8, 8))))
   dirs = sd.panorama_directions(0.0, 2, 4).reshape(-1, 3)
   o = jnp.broadcast_to(jnp.array([4.5, 4.5, 0.3]), dirs.shape)
-  f_g, a, w = model.retrieve(tri, o, dirs, sd.ray_query(dirs))
+  f_g, a, w = jax.jit(lambda p: net.module(p).retrieve(tri, o, dirs, sd.ray_query(dirs)))(
+      net.params)
   assert f_g.shape == (8, 8) and a.shape == (8, 8, 3) and w.shape == (8, 3)
   np.testing.assert_allclose(a.sum(1), 1.0, rtol=1e-5)  # A_kj sums to 1 over samples k
   np.testing.assert_allclose(w.sum(-1), 1.0, rtol=1e-5)  # W_j over offset sets j
@@ -146,23 +148,29 @@ def test_ray_retrieval_weights_and_offsets():
     sd.ray_depths(3, 2.0, 1.0)
 
 
-def test_a_rendered_pair_satisfies_the_constraint():
-  city = cp.make_city(jax.random.key(3), 16)
-  o_n, yaw_n, o_m, yaw_m = _two_cameras()
+@jax.jit
+def _rendered_pair(key):
+  """A panorama of a random city from camera n, its matches in camera m, the epipolar
+  residuals of the hit points and the matched pixels' distances to the curves."""
   h, w = 8, 32
+  city = cp.make_city(key, 16)
+  o_n, yaw_n, o_m, yaw_m = _two_cameras()
   pano = cp.render_panorama(city, o_n, yaw_n, h, w)
   idx, valid = cp.correspondences(city, pano, o_m, yaw_m, h, w)
-  assert 0.2 < float(valid.mean()) < 1.0
-  f_n = pano.point.reshape(-1, 3) - o_n
-  f_n = (f_n / jnp.linalg.norm(f_n, axis=-1, keepdims=True)) @ sd.yaw_matrix(yaw_n)
-  f_m = pano.point.reshape(-1, 3) - o_m
-  f_m = (f_m / jnp.linalg.norm(f_m, axis=-1, keepdims=True)) @ sd.yaw_matrix(yaw_m)
+  unit = lambda v: v / jnp.linalg.norm(v, axis=-1, keepdims=True)  # noqa: E731
+  f_n = unit(pano.point.reshape(-1, 3) - o_n) @ sd.yaw_matrix(yaw_n)
+  f_m = unit(pano.point.reshape(-1, 3) - o_m) @ sd.yaw_matrix(yaw_m)
   r, t = sd.relative_pose(yaw_n, o_n, yaw_m, o_m)
-  res = sd.epipolar_residual(f_n, f_m, r, t)
-  np.testing.assert_allclose(np.asarray(res)[np.asarray(valid)], 0.0, atol=1e-5)
-  # the matched pixel centre is within half a pixel diagonal of the curve
   psi, theta = sd.pixel_angles(h, w)
   rays = sd.angles_to_direction(psi, theta).reshape(-1, 3)
   dist = sd.epipolar_distance(pano.directions.reshape(-1, 3) @ sd.yaw_matrix(yaw_n), rays, r, t)
-  d_true = np.asarray(dist)[np.arange(h * w), np.asarray(idx)][np.asarray(valid)]
-  assert d_true.max() < np.hypot(np.pi / h, 2 * np.pi / w) / 2 + 1e-4
+  return valid, sd.epipolar_residual(f_n, f_m, r, t), dist[jnp.arange(h * w), idx]
+
+
+def test_a_rendered_pair_satisfies_the_constraint():
+  h, w = 8, 32
+  valid, res, d_true = (np.asarray(x) for x in _rendered_pair(jax.random.key(3)))
+  assert 0.2 < valid.mean() < 1.0
+  np.testing.assert_allclose(res[valid], 0.0, atol=1e-5)
+  # the matched pixel centre is within half a pixel diagonal of the curve
+  assert d_true[valid].max() < np.hypot(np.pi / h, 2 * np.pi / w) / 2 + 1e-4
