@@ -81,8 +81,8 @@ CONFIGS = {
                   candidates=128, sweep=(4, 32, 64, 128, 256), frame_step=0.8,
                   fast_compile=False),
     "full": dict(seeds=3, size=16, height=16, width=64, train_cities=128, test_cities=16,
-                 views=4, dim=32, offsets=4, steps=800, batch=4, rays=128, lr=3e-3,
-                 corr_train=128, corr_test=16, corr_steps=300, corr_batch=2, queries=128,
+                 views=4, dim=32, offsets=4, steps=500, batch=4, rays=64, lr=3e-3,
+                 corr_train=128, corr_test=16, corr_steps=200, corr_batch=2, queries=64,
                  candidates=128, sweep=(4, 32, 64, 128, 256), frame_step=0.8,
                  fast_compile=False),
 }
