@@ -2044,6 +2044,26 @@ def greedy_docs() -> dict[str, str]:
 CONFIGS = {"full": dict(check=False)}
 
 
+def _satdreamer_report(record: dict) -> str:
+  from experiments import satdreamer  # noqa: PLC0415 (the experiment's claims and tables)
+
+  c = record["config"]
+  return ("\n" + f"{c['size']} x {c['size']} cities, {c['height']} x {c['width']} panoramas, "
+          f"{thousands(c['train_cities'])} training cities x {c['views']} views, "
+          f"{thousands(c['steps'])} steps per arm (width {c['dim']}); correspondence: "
+          f"{thousands(c['corr_train'])} training trajectories, "
+          f"{thousands(c['corr_steps'])} steps per arm; {c['seeds']} seeds, "
+          f"{seconds(record['wall_time_s'])}; mean ± std over seeds on held-out cities:\n\n"
+          + table(satdreamer.TABLE_HEAD, satdreamer.table_rows(record)) + "\n\n"
+          + table(satdreamer.CORR_HEAD, satdreamer.corr_rows(record)) + "\n\n"
+          + claims_table(satdreamer.claims(record)) + "\n")
+
+
+@register("satdreamer")
+def satdreamer_docs() -> dict[str, str]:
+  return quick_and_full("satdreamer", _satdreamer_report)
+
+
 def cli() -> ExperimentCLI:
   """The command line (the same mechanism as the experiments'): ``--check``."""
   return ExperimentCLI(__doc__, CONFIGS,

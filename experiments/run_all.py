@@ -114,6 +114,7 @@ ENTRIES: list[Entry] = [
     Entry("TVI", "tvi", "Long et al., arXiv:2509.23050"),
     Entry("CARE", "care", "arXiv:2603.01607"),
     Entry("LLMs are Greedy Agents", "greedy", "Schmied et al., arXiv:2504.16078"),
+    Entry("SatDreamer360", "satdreamer", "Ze et al., arXiv:2506.00600"),
 ]
 
 

@@ -51,6 +51,10 @@ Modules:
 * :mod:`~jaxlab.data.digit_questions`: digit images as patch tokens with "which digit?" and
   "copy token k" questions and a hint token that mostly agrees with the label in training
   and conflicts at test (TVI's test bed).
+* :mod:`~jaxlab.data.city_panoramas`: a procedural top-down city (road grid, buildings of
+  two classes with heights, grass), its satellite view (labels and sun shadows) and exactly
+  ray-cast street panoramas with labels, depths, poses and pixel correspondences
+  (SatDreamer360's test bed).
 * :mod:`~jaxlab.data.optim_problems`: optimizer test problems (Rosenbrock, least
   squares, digits / MNIST / CIFAR-10 classification through ``tfds.data_source``).
 
@@ -65,11 +69,11 @@ import importlib
 from jaxlab.data.digits import Digits, load_digits
 from jaxlab.data.reason_pairs import PreferenceData
 
-_MODULES = ("digit_layouts", "digit_pairs", "digit_questions", "digits", "entity_facts", "fact_qa",
-            "fact_texts", "kitchen", "kv_recall", "lm_tasks", "markov_text", "matching_instances",
-            "mixtures", "moving_digits", "optim_problems", "reason_pairs", "region_questions",
-            "reward_tasks", "rotated_digits", "span_tasks", "subtasks", "tense_requests",
-            "two_camera_scenes")
+_MODULES = ("city_panoramas", "digit_layouts", "digit_pairs", "digit_questions", "digits",
+            "entity_facts", "fact_qa", "fact_texts", "kitchen", "kv_recall", "lm_tasks",
+            "markov_text", "matching_instances", "mixtures", "moving_digits", "optim_problems",
+            "reason_pairs", "region_questions", "reward_tasks", "rotated_digits", "span_tasks",
+            "subtasks", "tense_requests", "two_camera_scenes")
 
 
 def __getattr__(name: str):
@@ -80,8 +84,8 @@ def __getattr__(name: str):
   raise AttributeError(f"module 'jaxlab.data' has no attribute {name!r}")
 
 
-__all__ = ["Digits", "PreferenceData", "digit_layouts", "digit_pairs", "digit_questions", "digits",
-           "entity_facts", "fact_qa", "fact_texts", "kitchen", "kv_recall", "lm_tasks",
-           "load_digits", "markov_text", "matching_instances", "mixtures", "moving_digits",
-           "optim_problems", "reason_pairs", "region_questions", "reward_tasks", "rotated_digits",
-           "span_tasks", "subtasks", "tense_requests", "two_camera_scenes"]
+__all__ = ["Digits", "PreferenceData", "city_panoramas", "digit_layouts", "digit_pairs",
+           "digit_questions", "digits", "entity_facts", "fact_qa", "fact_texts", "kitchen",
+           "kv_recall", "lm_tasks", "load_digits", "markov_text", "matching_instances", "mixtures",
+           "moving_digits", "optim_problems", "reason_pairs", "region_questions", "reward_tasks",
+           "rotated_digits", "span_tasks", "subtasks", "tense_requests", "two_camera_scenes"]

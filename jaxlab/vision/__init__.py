@@ -18,8 +18,11 @@ Modules:
 * :mod:`~jaxlab.vision.care`: CARE's entity reward (Hungarian-matched cosine similarity,
   count, repetition and format terms), the mask-confidence filter, and crop / masked /
   global evidence views with a majority vote (issue 22).
+* :mod:`~jaxlab.vision.satdreamer`: SatDreamer360's ray-based triplane retrieval (triplane
+  lookup along panorama rays with learned offsets and weights) and panoramic epipolar
+  attention (candidates near the epipolar curve on the sphere).
 """
 
-from jaxlab.vision import care, dl4nd, egoworld, tvi
+from jaxlab.vision import care, dl4nd, egoworld, satdreamer, tvi
 
-__all__: list[str] = ["care", "dl4nd", "egoworld", "tvi"]
+__all__: list[str] = ["care", "dl4nd", "egoworld", "satdreamer", "tvi"]
