@@ -3,6 +3,7 @@
 ``reset(key, params)`` and ``step(key, state, action, params)``, vmappable and jittable.
 """
 
+from jaxlab.envs.grid_world import GridParams, GridState, GridWorld, distance_map, render
 from jaxlab.envs.multigoal_point import (
     BehaviorParams,
     EnvParams,
@@ -25,7 +26,8 @@ from jaxlab.envs.point_maze import (
     wall_map,
 )
 
-__all__ = ["BehaviorParams", "EnvParams", "EnvState", "MazeParams", "MazeState",
+__all__ = ["BehaviorParams", "EnvParams", "EnvState", "GridParams", "GridState", "GridWorld",
+           "MazeParams", "MazeState",
            "MultiGoalPoint", "PointMaze", "PointPush", "PushParams", "PushState",
            "behavior_action", "evaluate", "is_wall", "make_dataset", "make_layout", "make_walls",
-           "wall_map"]
+           "distance_map", "render", "wall_map"]
