@@ -109,6 +109,7 @@ ENTRIES: list[Entry] = [
     Entry("TTOM", "ttom", "Qu et al., arXiv:2510.07940"),
     Entry("TRU", "tru", "arXiv:2603.09980"),
     Entry("ASGuard", "asguard", "arXiv:2509.25843"),
+    Entry("VPRL", "vprl", "Xu et al., arXiv:2505.11409"),
 ]
 
 

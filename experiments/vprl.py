@@ -61,11 +61,11 @@ CONFIGS = {
     "smoke": dict(seeds=1, train_maps=16, test_maps=8, walk=8, d_model=16, layers=1, heads=2,
                   sft_steps=10, batch=8, sft_lr=3e-3, grpo_iters=2, prompts=4, group=4,
                   minibatch=16, grpo_lr=3e-4, horizon=4),
-    "quick": dict(seeds=1, train_maps=128, test_maps=64, walk=8, d_model=32, layers=2,
-                  heads=4, sft_steps=250, batch=32, sft_lr=3e-3, grpo_iters=15, prompts=8,
+    "quick": dict(seeds=1, train_maps=128, test_maps=64, walk=8, d_model=64, layers=2,
+                  heads=4, sft_steps=250, batch=32, sft_lr=3e-3, grpo_iters=10, prompts=8,
                   group=10, minibatch=40, grpo_lr=3e-4, horizon=10),
     "full": dict(seeds=3, train_maps=256, test_maps=128, walk=12, d_model=64, layers=2,
-                 heads=4, sft_steps=700, batch=32, sft_lr=3e-3, grpo_iters=50, prompts=16,
+                 heads=4, sft_steps=700, batch=32, sft_lr=3e-3, grpo_iters=60, prompts=16,
                  group=10, minibatch=40, grpo_lr=3e-4, horizon=12),
 }
 
@@ -94,13 +94,14 @@ def make_programs(cfg: dict) -> dict:
     return walk, opt
 
   sft = jax.jit(functools.partial(
-      tfm.fit_next_token, cfg=model_cfg, optimizer=optax.adam(cfg["sft_lr"]),
+      tfm.fit_next_token, cfg=model_cfg, optimizer=_optimizer(cfg["sft_lr"], cfg["sft_steps"]),
       num_steps=cfg["sft_steps"], batch_size=cfg["batch"]))
 
   grpo_config = vprl.GRPOConfig(group_size=cfg["group"], temperature=SAMPLE_TEMPERATURE,
                                 prompts_per_step=cfg["prompts"],
                                 minibatch_size=cfg["minibatch"])
-  optimizer = optax.chain(optax.clip_by_global_norm(1.0), optax.adam(cfg["grpo_lr"]))
+  grpo_steps = cfg["grpo_iters"] * cfg["prompts"] * cfg["group"] // cfg["minibatch"]
+  optimizer = _optimizer(cfg["grpo_lr"], grpo_steps)
 
   @jax.jit
   def grpo(key, stage1_params, states):
@@ -136,6 +137,14 @@ def make_programs(cfg: dict) -> dict:
           "rows": rows}
 
 
+def _optimizer(lr: float, steps: int) -> optax.GradientTransformation:
+  """Adam with the paper's schedule shape (10% linear warmup, then cosine to 2% of ``lr``)
+  and global-norm clipping at 1."""
+  schedule = optax.warmup_cosine_decay_schedule(0.0, lr, max(steps // 10, 1), steps,
+                                                0.02 * lr)
+  return optax.chain(optax.clip_by_global_norm(1.0), optax.adam(schedule))
+
+
 def _action_entropy(actions: jax.Array) -> jax.Array:
   """Mean over starts of the entropy (nats) of the parsed moves among a group's valid ones."""
   counts = jnp.stack([jnp.sum(actions == a, -1) for a in range(4)], -1).astype(jnp.float32)
@@ -156,10 +165,10 @@ def run_seed(seed: int, cfg: dict, prog: dict) -> dict:
   k_train, k_test, k_data, k_init, k_grpo, k_eval = jax.random.split(key, 6)
   cells, start, dist = prog["layouts"](k_train, cfg["train_maps"])
   t_cells, t_start, t_dist = prog["layouts"](k_test, cfg["test_maps"])
-  train_keys = {np.asarray(c).tobytes() + np.asarray(s).tobytes()
-                for c, s in zip(cells, start, strict=True)}
-  overlap = sum(np.asarray(c).tobytes() + np.asarray(s).tobytes() in train_keys
-                for c, s in zip(t_cells, t_start, strict=True))
+  cells_np, start_np = np.asarray(cells), np.asarray(start)
+  train_keys = {c.tobytes() + s.tobytes() for c, s in zip(cells_np, start_np, strict=True)}
+  overlap = sum(c.tobytes() + s.tobytes() in train_keys
+                for c, s in zip(np.asarray(t_cells), np.asarray(t_start), strict=True))
   walk, opt = prog["data"](k_data, cells, start, dist)
   rng = np.random.default_rng(seed)
   n = prog["rows"]

@@ -4,6 +4,13 @@ The papers fine-tune pretrained LLMs or image generators; each module here imple
 mechanism faithfully on a small toolkit transformer trained from scratch on a pure-JAX
 environment from :mod:`jaxlab.envs`, and its docstring says what is the paper's and what
 is our stand-in.
+
+* :mod:`~jaxlab.agents.vprl`: VPRL (Visual Planning, arXiv:2505.11409): plans as sequences
+  of generated images on :class:`jaxlab.envs.GridWorld`, the action parsed from each image
+  pair, stage 1 SFT on random trajectories then GRPO on the progress reward; the VPFT
+  baseline and multi-step plans on held-out maps.
 """
 
-__all__: list[str] = []
+from jaxlab.agents import vprl
+
+__all__: list[str] = ["vprl"]

@@ -1,6 +1,10 @@
 """Pure-JAX environments with gymnax's API.
 
 ``reset(key, params)`` and ``step(key, state, action, params)``, vmappable and jittable.
+
+* :mod:`~jaxlab.envs.grid_world`: frozen-lake and maze grids (4-6 cells) with the layout
+  in the state, a new solvable layout per episode, rendered as one image token per cell
+  (VPRL, issue 21).
 """
 
 from jaxlab.envs.grid_world import GridParams, GridState, GridWorld, distance_map, render

@@ -18,7 +18,8 @@ maps; here every reset draws a new layout from its key:
 
 Actions: 0 up, 1 down, 2 left, 3 right (:data:`MOVES`). Reward 1 on reaching the goal,
 else 0; the episode ends at the goal or in a hole. A move off the grid or into a wall
-leaves the agent in place.
+leaves the agent in place (as does an action outside ``[0, 4)``, flagged in
+``info["invalid_action"]``: a traced action cannot raise).
 
 Rendering (:func:`render`): one token per cell, ``2 * kind + agent`` over the five cell
 kinds (floor, hole, wall, goal, outside) times agent present or not: a fixed 10-entry
@@ -213,7 +214,8 @@ class GridWorld(environment.Environment[GridState, GridParams]):
     reached, fell = here == GOAL, here == HOLE
     new_state = state.replace(pos=pos, time=state.time + 1)
     done = reached | fell | (new_state.time >= params.max_steps_in_episode)
-    info = {"success": reached, "hole": fell, "blocked": blocked}
+    info = {"success": reached, "hole": fell, "blocked": blocked,
+            "invalid_action": (action < 0) | (action > 3)}
     return render(state.cells, pos), new_state, reached.astype(jnp.float32), done, info
 
   def reset_env(self, key: jax.Array, params: GridParams):

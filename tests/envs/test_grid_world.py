@@ -66,11 +66,11 @@ def _scipy_distance(cells):
 def test_layouts_are_solvable_and_bfs_matches_scipy(dist_fn):
   params = gw.GridParams(min_distance=3)
   cells, start, dist = jax.jit(jax.vmap(lambda k: gw.make_layout(k, params)))(
-      jax.random.split(jax.random.key(0), 64))
+      jax.random.split(jax.random.key(0), 40))
   cells, start, dist = map(np.asarray, (cells, start, dist))
   sizes = (cells != O).sum((1, 2))
   assert set(np.sqrt(sizes).astype(int)) == {4, 5, 6}
-  assert (cells == H).any((1, 2)).sum() > 10 and (cells == W).any((1, 2)).sum() > 10
+  assert (cells == H).any((1, 2)).sum() > 5 and (cells == W).any((1, 2)).sum() > 5
   assert not ((cells == H).any((1, 2)) & (cells == W).any((1, 2))).any()  # one kind per map
   for c, s, d in zip(cells, start, dist, strict=True):
     assert (c == G).sum() == 1 and c[s[0], s[1]] == F
@@ -80,15 +80,16 @@ def test_layouts_are_solvable_and_bfs_matches_scipy(dist_fn):
 
 
 def test_renderer_tokens_and_decode():
-  tokens = np.asarray(gw.render(LAKE, jnp.array([1, 2])))
+  render, decode = jax.jit(gw.render), jax.jit(gw.decode)
+  tokens = np.asarray(render(LAKE, jnp.array([1, 2])))
   assert tokens.shape == (36,)
   np.testing.assert_array_equal(tokens[:6], [0, 0, 0, 0, 8, 8])  # floor x4, outside x2
   np.testing.assert_array_equal(tokens[6:12], [0, 2, 1, 2, 8, 8])  # agent on floor = 1
   assert tokens[3 * 6 + 3] == 6 and tokens[3 * 6] == 2  # goal, hole
-  kinds, agent, ok = gw.decode(tokens)
+  kinds, agent, ok = decode(tokens)
   np.testing.assert_array_equal(kinds, LAKE)
   assert bool(ok) and np.argwhere(np.asarray(agent)).tolist() == [[1, 2]]
-  _, _, ok = gw.decode(jnp.asarray(tokens).at[5].set(gw.NUM_TOKENS))
+  _, _, ok = decode(jnp.asarray(tokens).at[5].set(gw.NUM_TOKENS))
   assert not bool(ok)
 
 
@@ -111,6 +112,8 @@ def test_dynamics_holes_walls_goal_edge():
   assert s.pos.tolist() == [0, 3] and bool(info["blocked"])
   _, s, *_ = step(key, state(LAKE, [0, 0]), 0, params)  # off the 6 x 6 array
   assert s.pos.tolist() == [0, 0]
+  _, s, _, _, info = step(key, state(LAKE, [0, 0]), 7, params)  # no such action: flagged
+  assert s.pos.tolist() == [0, 0] and bool(info["invalid_action"])
   obs, s0 = jax.jit(env.reset)(key, params)
   np.testing.assert_array_equal(obs, gw.render(s0.cells, s0.pos))
 
