@@ -22,13 +22,14 @@ def test_smoke_run_writes_every_arm(tmp_path):
   assert len(run["grpo"]["reward"]) == saved["config"]["grpo_iters"]
   assert all(-5.0 <= r <= 1.0 for r in run["grpo"]["reward"])
   assert run["test_optimal_length"] >= 2  # min_distance
-  assert len(vprl.claims(saved)) == 4
+  assert len(vprl.claims(saved)) == 5
 
 
-def _result(em, pr, live):
+def _result(em, pr, live, valid):
   seeds = len(em["vprl"])
   runs = [{"arms": {a: {"exact_match": em[a][s], "progress_rate": pr[a][s],
-                        "live_groups": live[a][s], "action_entropy": 0.5}
+                        "live_groups": live[a][s], "sample_valid": valid[a][s],
+                        "action_entropy": 0.5}
                     for a in vprl.ARMS}} for s in range(seeds)]
   return {"runs": runs}
 
@@ -36,11 +37,14 @@ def _result(em, pr, live):
 def test_claims_on_hand_built_results():
   good = _result(em={"vprl": [0.8, 0.7], "vpft": [0.5, 0.6], "stage1": [0.1, 0.0]},
                  pr={"vprl": [0.9, 0.8], "vpft": [0.7, 0.7], "stage1": [0.2, 0.1]},
-                 live={"vprl": [0.3, 0.3], "vpft": [0.2, 0.1], "stage1": [0.6, 0.5]})
-  assert [c.held for c in vprl.claims(good)] == [True, True, True, True]
+                 live={"vprl": [0.3, 0.3], "vpft": [0.2, 0.1], "stage1": [0.6, 0.5]},
+                 valid={"vprl": [0.9, 0.8], "vpft": [0.7, 0.7], "stage1": [0.5, 0.4]})
+  assert [c.held for c in vprl.claims(good)] == [True] * 5
   bad = _result(em={"vprl": [0.4, 0.5], "vpft": [0.5, 0.6], "stage1": [0.6, 0.7]},
                 pr={"vprl": [0.5, 0.5], "vpft": [0.7, 0.7], "stage1": [0.2, 0.1]},
-                live={"vprl": [0.3, 0.3], "vpft": [0.6, 0.5], "stage1": [0.2, 0.1]})
-  assert [c.held for c in vprl.claims(bad)] == [False, False, False, False]
+                live={"vprl": [0.3, 0.3], "vpft": [0.6, 0.5], "stage1": [0.2, 0.1]},
+                valid={"vprl": [0.4, 0.5], "vpft": [0.7, 0.7], "stage1": [0.5, 0.4]})
+  # VPRL's valid share: higher in one seed, equal mean: not held
+  assert [c.held for c in vprl.claims(bad)] == [False] * 5
   assert "higher in 0/2 seeds" in vprl.claims(bad)[0].measured
   assert vprl.claims({"runs": []}) == []
