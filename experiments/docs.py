@@ -2041,6 +2041,37 @@ def _greedy_report(record: dict) -> str:
 def greedy_docs() -> dict[str, str]:
   return quick_and_full("greedy", _greedy_report)
 
+
+
+# ---------------------------------------------------------------------------
+# VPRL (docs/methods/vprl.md)
+
+
+def _vprl_report(record: dict) -> str:
+  from experiments import vprl  # noqa: PLC0415 (the experiment's claims and table)
+
+  c, runs = record["config"], record["runs"]
+  opt_len = np.array([r["test_optimal_length"] for r in runs])
+  overlap = sum(r["test_overlap"] for r in runs)
+  loss = {a: np.array([r["sft_final_loss"][a] for r in runs]) for a in ("stage1", "vpft")}
+  return ("\n" + f"{c['train_maps']} training and {c['test_maps']} held-out maps, "
+          f"transformer {c['layers']} layers d = {c['d_model']}, {thousands(c['sft_steps'])} SFT "
+          f"steps per arm, {c['grpo_iters']} GRPO iterations of {c['prompts']} states x G = "
+          f"{c['group']}, {c['seeds']} seeds, {seconds(record['wall_time_s'])}; mean ± std over "
+          f"seeds on the held-out maps (optimal plan length {pm(opt_len)}; "
+          f"{overlap} held-out maps equal to a training map):\n\n"
+          + table(vprl.TABLE_HEAD, vprl.table_rows(record)) + "\n\n"
+          + "Final SFT loss per next-image token: stage 1 "
+          f"{pm(loss['stage1'], lambda x: f(x, 3))}, VPFT {pm(loss['vpft'], lambda x: f(x, 3))}"
+          ".\n\n"
+          + claims_table(vprl.claims(record)) + "\n")
+
+
+@register("vprl")
+def vprl_docs() -> dict[str, str]:
+  return quick_and_full("vprl", _vprl_report)
+
+
 CONFIGS = {"full": dict(check=False)}
 
 

@@ -115,6 +115,7 @@ ENTRIES: list[Entry] = [
     Entry("CARE", "care", "arXiv:2603.01607"),
     Entry("LLMs are Greedy Agents", "greedy", "Schmied et al., arXiv:2504.16078"),
     Entry("SatDreamer360", "satdreamer", "Ze et al., arXiv:2506.00600"),
+    Entry("VPRL", "vprl", "Xu et al., arXiv:2505.11409"),
 ]
 
 

@@ -9,8 +9,12 @@ is our stand-in.
   bias, the knowing-doing gap, regret), UCB / random baselines, a rationale-then-action
   sequence policy given greedy and frequency biases by behaviour cloning, and RL fine-tuning
   with the toolkit's clipped policy gradient.
+* :mod:`~jaxlab.agents.vprl`: VPRL (Visual Planning, arXiv:2505.11409): plans as sequences
+  of generated images on :class:`jaxlab.envs.GridWorld`, the action parsed from each image
+  pair, stage 1 SFT on random trajectories then GRPO on the progress reward; the VPFT
+  baseline and multi-step plans on held-out maps.
 """
 
-from jaxlab.agents import greedy
+from jaxlab.agents import greedy, vprl
 
-__all__ = ["greedy"]
+__all__ = ["greedy", "vprl"]

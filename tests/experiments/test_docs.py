@@ -11,7 +11,7 @@ METHODS = ("quant_optim", "matching_incremental", "flow_actor_critic", "dipper",
            "expert_divergence", "cocomix", "sstoken",
            "sfdd", "cascadia", "g_nll", "freekv", "planned_diffusion", "fastflow",
            "distill_kac", "lumos", "redacbench", "virf", "ata", "ttom", "tru",
-           "asguard", "dl4nd", "egoworld", "tvi", "care", "greedy", "satdreamer")
+           "asguard", "dl4nd", "egoworld", "tvi", "care", "greedy", "satdreamer", "vprl")
 
 
 def test_generated_regions_match_the_committed_results():
