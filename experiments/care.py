@@ -132,33 +132,25 @@ def _programs(cfg_items: tuple) -> dict:
   cfg = dict(cfg_items)
   canvas = dl.CANVAS
 
-  @jax.jit
-  def train_segmenter(key, x, masks):
-    k_init, k_fit = jax.random.split(key)
-    net = Net.create(Segmenter(cfg["seg_width"], canvas, rngs=nnx.Rngs(k_init)))
+  def train_bce(module_fn):
+    """A jitted fit of ``module_fn(rngs)``'s logits to binary targets (the last input)."""
+    @jax.jit
+    def train(key, *data):
+      k_init, k_fit = jax.random.split(key)
+      net = Net.create(module_fn(nnx.Rngs(k_init)))
 
-    def loss(p, batch, _):
-      xb, mb = batch
-      return optax.sigmoid_binary_cross_entropy(net(xb, params=p), mb).mean()
+      def loss(p, batch, _):
+        *inputs, target = batch
+        return optax.sigmoid_binary_cross_entropy(net(*inputs, params=p), target).mean()
 
-    res = fit(loss, optax.adam(cfg["lr"]), net.params, k_fit, num_steps=cfg["steps"],
-              sample=minibatch_sampler((x, masks), cfg["batch"]))
-    return res.state.params, res.losses
+      res = fit(loss, optax.adam(cfg["lr"]), net.params, k_fit, num_steps=cfg["steps"],
+                sample=minibatch_sampler(data, cfg["batch"]))
+      return res.state.params, res.losses
+    return train
 
-  @jax.jit
-  def train_qa(key, x, attributes, answers):
-    k_init, k_fit = jax.random.split(key)
-    net = Net.create(QANet(cfg["qa_width"], canvas,
-                           rngs=nnx.Rngs(k_init)))
-
-    def loss(p, batch, _):
-      xb, ab, yb = batch
-      return optax.sigmoid_binary_cross_entropy(net(xb, ab, params=p), yb).mean()
-
-    res = fit(loss, optax.adam(cfg["lr"]), net.params, k_fit, num_steps=cfg["steps"],
-              sample=minibatch_sampler((x, attributes, answers.astype(jnp.float32)),
-                                       cfg["batch"]))
-    return res.state.params, res.losses
+  # the segmenter fits the digit's box mask; the end-to-end QA net the yes/no answer
+  train_segmenter = train_bce(lambda rngs: Segmenter(cfg["seg_width"], canvas, rngs=rngs))
+  train_qa = train_bce(lambda rngs: QANet(cfg["qa_width"], canvas, rngs=rngs))
 
   seg_graph = Net.create(Segmenter(cfg["seg_width"], canvas, rngs=nnx.Rngs(0))).graphdef
   qa_graph = Net.create(QANet(cfg["qa_width"], canvas, rngs=nnx.Rngs(0))).graphdef
@@ -306,7 +298,7 @@ def run_seed(seed: int, cfg: dict) -> dict:
   x_train, x_test = _inputs(train), _inputs(test)
   seg_params, seg_loss = prog["train_segmenter"](keys[2], x_train, jnp.asarray(train.masks))
   qa_params, qa_loss = prog["train_qa"](keys[3], x_train, jnp.asarray(train.attributes),
-                                        jnp.asarray(train.answers))
+                                        jnp.asarray(train.answers, jnp.float32))
   m, conf, glob, crop, masked = prog["masks_and_global"](seg_params, qa_params, x_test,
                                                          jnp.asarray(test.attributes))
   digits = {v: ys.predict(np.asarray(c).reshape(len(test), -1))
