@@ -56,6 +56,8 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 
@@ -460,7 +462,8 @@ def bench_batch(family: str, n: int, seed: int, repeats: int) -> dict:
 
 
 def run_batch_section(cfg: dict) -> dict:
-  """Every (family, n, seed) of the batch comparison."""
+  """Every (family, n, seed) of the batch comparison; with ``batch_one_core`` the same
+  comparison again in a child process pinned to one core (:func:`one_core_rows`)."""
   bad = [n for n in cfg["batch_n"] if n % BATCH_CHUNKS or n < BATCH_CHUNKS]
   if bad:
     raise ValueError(f"batch_n must be positive multiples of {BATCH_CHUNKS} (the chunks), "
@@ -468,19 +471,52 @@ def run_batch_section(cfg: dict) -> dict:
   rows = [bench_batch(family, n, seed, cfg["batch_repeats"])
           for family in cfg["batch_families"] for n in cfg["batch_n"]
           for seed in range(cfg["batch_seeds"])]
-  return {"repeats": cfg["batch_repeats"], "chunks": BATCH_CHUNKS, "rows": rows}
+  section = {"repeats": cfg["batch_repeats"], "chunks": BATCH_CHUNKS, "rows": rows,
+             "cores": len(os.sched_getaffinity(0))}
+  if cfg["batch_one_core"] and section["cores"] > 1:
+    section["one_core_rows"] = one_core_rows(cfg)
+  return section
+
+
+def one_core_rows(cfg: dict) -> list[dict]:
+  """The batch section's rows from a child process started on one core.
+
+  XLA's CPU runtime runs a compiled loop body's independent ops concurrently on its
+  thread pool (one thread per core it may use). A parallel round has several
+  independent small ops, so on two cores a round hands work to the second thread and
+  back; the sequential step is nearly a chain. A process started on one core has a
+  one-thread pool: the same programs without that hand-off, so the two timings
+  separate the algorithm's cost from the runtime's scheduling.
+  """
+  argv = ["--section", "batch", "--no-batch-one-core",
+          "--batch-repeats", str(cfg["batch_repeats"]), "--batch-seeds", str(cfg["batch_seeds"]),
+          "--batch-n", *map(str, cfg["batch_n"]), "--batch-families", *cfg["batch_families"]]
+  with tempfile.TemporaryDirectory() as out:
+    # The child pins itself before it imports jax (a preexec_fn would fork this
+    # multithreaded process).
+    code = ("import os, runpy, sys; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
+            "sys.argv[0] = 'bench_matching'; "
+            "runpy.run_module('experiments.bench_matching', run_name='__main__')")
+    subprocess.run([sys.executable, "-c", code, *argv, "--out", out], check=True)
+    with open(os.path.join(out, "results.json")) as f:
+      return json.load(f)["batch"]["rows"]
 
 
 def print_batch(section: dict) -> None:
   print(f"batch rounds (insert_batch, chunks of n/{section['chunks']}) vs sequential "
         f"(insert_many, same chunks); median of {section['repeats']} interleaved runs")
-  print(f"{'family':>10s} {'n':>6s} {'seed':>4s} {'batch s':>8s} {'seq s':>7s} {'b/s':>5s} "
-        f"{'rounds':>8s} {'fallb':>5s} {'restarts':>8s} {'batch/OPT':>9s} {'seq/OPT':>7s}")
-  for r in section["rows"]:
-    print(f"{r['family']:>10s} {r['n']:6d} {r['seed']:4d} {r['batch_s']:8.2f} "
-          f"{r['sequential_s']:7.2f} {r['batch_vs_sequential']:5.2f} {r['rounds']:8d} "
-          f"{r['fallbacks']:5d} {r['batch_restarts']:4d}/{r['sequential_restarts']:<3d} "
-          f"{r['batch_ratio']:9.3f} {r['sequential_ratio']:7.3f}")
+  runs = [(f"{section.get('cores', '?')} cores", section["rows"])]
+  if section.get("one_core_rows"):
+    runs.append(("1 core", section["one_core_rows"]))
+  for cores, rows in runs:
+    print(f"{cores}:")
+    print(f"{'family':>10s} {'n':>6s} {'seed':>4s} {'batch s':>8s} {'seq s':>7s} {'b/s':>5s} "
+          f"{'rounds':>8s} {'fallb':>5s} {'restarts':>8s} {'batch/OPT':>9s} {'seq/OPT':>7s}")
+    for r in rows:
+      print(f"{r['family']:>10s} {r['n']:6d} {r['seed']:4d} {r['batch_s']:8.2f} "
+            f"{r['sequential_s']:7.2f} {r['batch_vs_sequential']:5.2f} {r['rounds']:8d} "
+            f"{r['fallbacks']:5d} {r['batch_restarts']:4d}/{r['sequential_restarts']:<3d} "
+            f"{r['batch_ratio']:9.3f} {r['sequential_ratio']:7.3f}")
 
 
 def write_rows_csv(path: str, rows: list[dict]) -> None:
@@ -544,10 +580,10 @@ CONFIGS = {
     "full": dict(n=[1000, 2000, 10000], cpp_n=[2000], cpp_seeds=3, cpp_repeats=3,
                  cpp_probe_n=[32, 256], cpp_opt="-O2", trace_steps=2000,
                  batch_n=[1000, 2000], batch_seeds=2, batch_repeats=3,
-                 batch_families=["uniform", "clustered"]),
+                 batch_families=["uniform", "clustered"], batch_one_core=True),
     "quick": dict(n=[1000], cpp_n=[500], cpp_seeds=2, cpp_repeats=3, cpp_probe_n=[32, 128],
                   cpp_opt="-O2", trace_steps=2000, batch_n=[500], batch_seeds=1, batch_repeats=3,
-                  batch_families=["uniform", "clustered"]),
+                  batch_families=["uniform", "clustered"], batch_one_core=False),
 }
 SECTIONS = ("anchors", "cpp", "batch", "all")
 
@@ -565,7 +601,8 @@ def cli() -> ExperimentCLI:
       "batch_n": "instance sizes of the batch vs sequential comparison (section batch)",
       "batch_seeds": "instances (seeds 0..) per family and size (section batch)",
       "batch_repeats": "timed runs of each mode per instance (the median counts)",
-      "batch_families": "instance families (jaxlab.data.matching_instances)"},
+      "batch_families": "instance families (jaxlab.data.matching_instances)",
+      "batch_one_core": "also time the batch section in a child process pinned to one core"},
       choices={"batch_families": FAMILIES})
   c.parser.add_argument("--section", choices=SECTIONS, default="anchors",
                         help="anchors (exact vs numpy and scipy; the default), cpp "

@@ -403,23 +403,36 @@ def _batch_cell(runs) -> str:
 
 
 def _batch_bench(result: dict) -> str:
-  """``bench_matching --section batch``: batch rounds vs sequential on the same chunks."""
+  """``bench_matching --section batch``: batch rounds vs sequential on the same chunks (and,
+  where recorded, the same comparison in a process pinned to one core)."""
   sec = result["batch"]
+  one_core = sec.get("one_core_rows") or []
   rows = []
   for family, n in dict.fromkeys((r["family"], r["n"]) for r in sec["rows"]):
     at = [r for r in sec["rows"] if (r["family"], r["n"]) == (family, n)]
     per = [r["batch_vs_sequential"] for r in at]
     mean = lambda k, at=at: float(np.mean([r[k] for r in at]))  # noqa: E731
-    rows.append([f"{FAMILY[family]}, n = {thousands(n)}", secs(mean("batch_s")),
-                 secs(mean("sequential_s")), f"{f(float(np.mean(per)))} ({minmax(per)})",
-                 thousands(mean("rounds")), thousands(mean("fallbacks")),
-                 f"{f(mean('batch_ratio'), 3)} / {f(mean('sequential_ratio'), 3)}"])
+    row = [f"{FAMILY[family]}, n = {thousands(n)}", secs(mean("batch_s")),
+           secs(mean("sequential_s")), f"{f(float(np.mean(per)))} ({minmax(per)})"]
+    if one_core:
+      per1 = [r["batch_vs_sequential"] for r in one_core if (r["family"], r["n"]) == (family, n)]
+      row.append(f"{f(float(np.mean(per1)))} ({minmax(per1)})")
+    rows.append(row + [thousands(mean("rounds")), thousands(mean("fallbacks")),
+                       f"{f(mean('batch_ratio'), 3)} / {f(mean('sequential_ratio'), 3)}"])
   seeds = len({r["seed"] for r in sec["rows"]})
-  return ("\n" + table(["instance", "batch rounds", "sequential", "batch / sequential",
-                        "rounds", "fallbacks", "cost / OPT (batch / sequential)"], rows)
+  head = ["instance", "batch rounds", "sequential", "batch / sequential"]
+  if one_core:
+    head.append("batch / sequential, one core")
+  cores = f"{sec['cores']} cores" if "cores" in sec else "all cores"
+  within = lambda rs: f"{sum(r['batch_vs_sequential'] <= 2 for r in rs)} of {len(rs)}"  # noqa: E731
+  note = (f" Times and the first ratio: {cores}; the one-core ratio: the same comparison in a "
+          "process pinned to one core (XLA's thread pool then has one thread). Runs with "
+          f"batch within 2x of sequential: {within(sec['rows'])} on {cores}, "
+          f"{within(one_core)} on one core." if one_core else "")
+  return ("\n" + table(head + ["rounds", "fallbacks", "cost / OPT (batch / sequential)"], rows)
           + f"\n\nMedian of {sec['repeats']} interleaved runs per mode, mean (min-max) over "
-            f"{seeds} seeds; arrivals in chunks of n/{sec['chunks']}, the same for both modes. "
-            "Record: `docs/results/matching_incremental/bench_batch/`.\n")
+            f"{seeds} seeds; arrivals in chunks of n/{sec['chunks']}, the same for both modes."
+            f"{note} Record: `docs/results/matching_incremental/bench_batch/`.\n")
 
 
 def _cpp_values(section: dict) -> dict[str, str]:
