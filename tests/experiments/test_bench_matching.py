@@ -55,7 +55,7 @@ def test_step_fit_recovers_a_line():
 def test_cpp_section_end_to_end_at_a_tiny_size(tmp_path):
   result = bench_matching.main(["--section", "cpp", "--cpp-n", "24", "--cpp-seeds", "1",
                                 "--cpp-repeats", "1", "--cpp-probe-n", "24", "--trace-steps",
-                                "400", "--out", str(tmp_path)])
+                                "50", "--out", str(tmp_path)])
   row = result["cpp"]["rows"][0]
   assert row["cpp_options_same_matching"] and row["cpp_options_same_steps"]
   assert row["ours_default_inserted"] == row["ours_cpp_options_inserted"] == 24
