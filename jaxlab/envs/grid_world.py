@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 from gymnax.environments import environment, spaces
 
@@ -91,6 +92,22 @@ class GridParams(environment.EnvParams):
         and max(self.hole_prob, self.wall_prob) >= 0.9):
       raise ValueError("hole_prob and wall_prob must be < 0.9 (layouts must be solvable), got "
                        f"{self.hole_prob}, {self.wall_prob}")
+
+
+def layout_from_rows(rows) -> jax.Array:
+  """A ``6 x 6`` layout from a hand-written ``(h, w)`` one (cell kinds, ``h, w <= 6``), the
+  cells beyond it :data:`OUTSIDE`: custom maps for :func:`distance_map` and :func:`render`.
+  """
+  a = np.asarray(rows)
+  if a.ndim != 2 or not 1 <= min(a.shape) <= max(a.shape) <= MAX_SIZE:
+    raise ValueError(f"rows must be a 2-D grid of at most {MAX_SIZE} x {MAX_SIZE} cells, "
+                     f"got shape {a.shape}")
+  if not np.issubdtype(a.dtype, np.integer) or a.min() < 0 or a.max() >= NUM_KINDS:
+    raise ValueError(f"rows must hold cell kinds 0..{NUM_KINDS - 1} (FLOOR, HOLE, WALL, GOAL, "
+                     f"OUTSIDE), got {a.dtype} values in [{a.min()}, {a.max()}]")
+  out = np.full((MAX_SIZE, MAX_SIZE), OUTSIDE, np.int32)
+  out[:a.shape[0], :a.shape[1]] = a
+  return jnp.asarray(out)
 
 
 def passable(cells: jax.Array) -> jax.Array:

@@ -15,11 +15,7 @@ from jaxlab.models import transformer as tfm
 F, H, W, G, O = gw.FLOOR, gw.HOLE, gw.WALL, gw.GOAL, gw.OUTSIDE
 
 
-def _grid(rows):
-  a = np.full((6, 6), O, np.int32)
-  rows = np.asarray(rows, np.int32)
-  a[:rows.shape[0], :rows.shape[1]] = rows
-  return jnp.asarray(a)
+_grid = gw.layout_from_rows
 
 
 # distances to the goal at (3, 3):      6 5 4 5 / 5 - 3 - / 4 3 2 - / - 2 1 0

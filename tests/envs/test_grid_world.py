@@ -14,12 +14,7 @@ F, H, W, G, O = gw.FLOOR, gw.HOLE, gw.WALL, gw.GOAL, gw.OUTSIDE
 U = gw.UNREACHABLE
 
 
-def _grid(rows):
-  """A 6 x 6 layout from a smaller hand-written one, padded with OUTSIDE."""
-  a = np.full((6, 6), O, np.int32)
-  rows = np.asarray(rows, np.int32)
-  a[:rows.shape[0], :rows.shape[1]] = rows
-  return jnp.asarray(a)
+_grid = gw.layout_from_rows
 
 
 LAKE = _grid([[F, F, F, F],
@@ -123,3 +118,17 @@ def test_dynamics_holes_walls_goal_edge():
 def test_bad_params_raise(kwargs):
   with pytest.raises(ValueError):
     gw.GridParams(**kwargs)
+
+
+def test_layout_from_rows_pads_with_outside_and_rejects_bad_grids():
+  np.testing.assert_array_equal(
+      gw.layout_from_rows([[F, G]]),
+      np.array([[F, G, O, O, O, O]] + [[O] * 6] * 5))
+  with pytest.raises(ValueError, match="at most 6 x 6"):
+    gw.layout_from_rows(np.zeros((7, 2), int))
+  with pytest.raises(ValueError, match="at most 6 x 6"):
+    gw.layout_from_rows([F, G])
+  with pytest.raises(ValueError, match="cell kinds 0..4"):
+    gw.layout_from_rows([[F, 5]])
+  with pytest.raises(ValueError, match="cell kinds 0..4"):
+    gw.layout_from_rows([[0.5, 1.0]])
