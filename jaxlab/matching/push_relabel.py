@@ -451,7 +451,8 @@ class _Round(NamedTuple):
   pr: PushRelabelState
   rounds: jax.Array  # rounds run in this batch
   slots: jax.Array  # (width,) the free requests, in any order; capacity marks an empty slot
-  keys: jax.Array  # (_KEY_BLOCK, 4) uint32 key words of rounds 32 k .. 32 k + 31
+  key_first: jax.Array  # the first round of the key block
+  keys: jax.Array  # (_KEY_BLOCK + 1, 4) uint32 key words of rounds key_first .. + _KEY_BLOCK
 
 
 class _RoundInputs(NamedTuple):
@@ -461,12 +462,11 @@ class _RoundInputs(NamedTuple):
   here: jax.Array  # (width,) bool: the slots holding a free request at that level
   eligible: jax.Array  # (n,) bool: servers free or held at a level >= it
   scale0: jax.Array  # 2 n / (eps omega)
-  proposal_words: tuple[jax.Array, jax.Array]  # key words of the proposals' priorities
-  accept_words: tuple[jax.Array, jax.Array]  # key words of the servers' acceptances
 
 
 # Round keys are drawn this many at a time (a threefry fold_in and split per round, as
-# scalar ops, cost more than a small round's arithmetic).
+# scalar ops, cost more than a small round's arithmetic); a block holds one key more, for
+# the round that follows a relabel inside the same loop step (see ``cpu_round``).
 _KEY_BLOCK = 32
 # False: every round calls round_proposals (the kernel, or its jnp reference on CPU)
 # instead of the CPU form below; the same trajectory, bit for bit (tested).
@@ -486,7 +486,8 @@ def _initial_dual(state: MatchState, row: jax.Array) -> jax.Array:
 
 
 def _round_keys(base_key: jax.Array, first: jax.Array) -> jax.Array:
-  """``(_KEY_BLOCK, 4)`` key words of rounds ``first ..``: proposal words, acceptance words.
+  """``(_KEY_BLOCK + 1, 4)`` key words of rounds ``first .. first + _KEY_BLOCK``: proposal
+  words, acceptance words.
 
   Round ``r``'s key is ``fold_in(base_key, r)``, split into the proposals' and the
   acceptances' keys; each gives its first and last key word.
@@ -497,7 +498,7 @@ def _round_keys(base_key: jax.Array, first: jax.Array) -> jax.Array:
     kw = jax.random.key_data(k_acc).reshape(-1)
     return jnp.stack([words[0], words[-1], kw[0], kw[-1]])
 
-  return jax.vmap(one)(first + jnp.arange(_KEY_BLOCK, dtype=jnp.int32))
+  return jax.vmap(one)(first + jnp.arange(_KEY_BLOCK + 1, dtype=jnp.int32))
 
 
 def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
@@ -535,12 +536,17 @@ def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
     here = filled & (slot_level == l)
     holder = c.request_of
     eligible = (holder < 0) | (c.pr.level[jnp.maximum(holder, 0)] >= l)
-    words = c.keys[c.rounds % _KEY_BLOCK]
     scale0 = 2.0 * cfg.num_servers / (cfg.eps * c.pr.omega)
-    return _RoundInputs(l, here, eligible, scale0, (words[0], words[1]), (words[2], words[3]))
+    return _RoundInputs(l, here, eligible, scale0)
+
+  def key_words(c: _Round, ahead: jax.Array | int = 0):
+    """The proposal and acceptance key words of round ``c.rounds + ahead``."""
+    words = c.keys[c.rounds - c.key_first + ahead]
+    return (words[0], words[1]), (words[2], words[3])
 
   def round_at(c: _Round, inputs: _RoundInputs, gather: int) -> _Round:
-    """One round, gathering the (at most ``gather``) free requests of the lowest level."""
+    """One loop step, gathering the (at most ``gather``) free requests of the lowest level:
+    one round, or on CPU a relabel round and the round after it."""
     pr = c.pr
     l = inputs.level
     pos = jnp.nonzero(inputs.here, size=gather, fill_value=width)[0]
@@ -550,22 +556,23 @@ def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
     dist = jax.vmap(lambda i: distance_row(state, state.requests[i]))(rows_c)
     y_r = pr.y_r[l, rows_c]
 
-    def raise_duals(c: _Round, m: jax.Array) -> _Round:
-      """Every gathered dual rises by ``m + 1`` (``m``: the minimum eligible slack)."""
+    def raise_duals(c: _Round, m: jax.Array) -> tuple[_Round, jax.Array]:
+      """Every gathered dual rises by ``m + 1`` (``m``: the minimum eligible slack); also
+      returns which gathered rows crossed ``y_max(l)`` and moved up."""
       idx = jnp.where(ok_row, rows, cfg.capacity)
       y_r = c.pr.y_r.at[l, idx].add(m + 1, mode="drop")
       up = ok_row & (y_r[l, rows_c].astype(jnp.float32) >= y_max[l]) & (l < top)
       up_idx = jnp.where(up, rows, cfg.capacity)
       y_r = y_r.at[l, up_idx].set(y_max[l].astype(jnp.int32), mode="drop")
       level = c.pr.level.at[up_idx].add(1, mode="drop")
-      return c._replace(pr=c.pr._replace(y_r=y_r, level=level))
+      return c._replace(pr=c.pr._replace(y_r=y_r, level=level)), up
 
-    def push(c: _Round, choice: jax.Array) -> _Round:
+    def push(c: _Round, choice: jax.Array, accept_words) -> _Round:
       # Each chosen server accepts the proposer with the largest random priority; equal
       # priorities go to the lowest request id, so exactly one wins. Pairwise over the
       # gathered rows (gather x gather), not per server: nothing n-wide.
       proposing = choice >= 0
-      prio = jnp.where(proposing, hash_bits(rows_c.astype(jnp.uint32), *inputs.accept_words) | 1,
+      prio = jnp.where(proposing, hash_bits(rows_c.astype(jnp.uint32), *accept_words) | 1,
                        0)
       rival = (proposing[None, :] & (choice[None, :] == choice[:, None])
                & ((prio[None, :] > prio[:, None])
@@ -584,15 +591,17 @@ def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
       return c._replace(request_of=request_of, server_of=server_of, slots=slots,
                         pr=c.pr._replace(y_s=y_s))
 
-    def kernel_round(c: _Round) -> _Round:
+    def kernel_round(c: _Round) -> tuple[_Round, jax.Array]:
+      proposal_words, accept_words = key_words(c)
       choice, min_slack = round_proposals(
           dist, y_r, pr.y_s[l], inputs.eligible, ok_row, rows_c, l, inputs.scale0,
-          inputs.proposal_words, divisors)
+          proposal_words, divisors)
       m = jnp.min(jnp.where(ok_row, min_slack, _BIG))
-      return jax.lax.cond(jnp.any(choice >= 0), lambda c: push(c, choice),
-                          lambda c: raise_duals(c, m), c)
+      c = jax.lax.cond(jnp.any(choice >= 0), lambda c: push(c, choice, accept_words),
+                       lambda c: raise_duals(c, m)[0], c)
+      return c, jnp.int32(1)
 
-    def cpu_round(c: _Round) -> _Round:
+    def cpu_round(c: _Round) -> tuple[_Round, jax.Array]:
       # round_proposals' jnp reference computes the random priorities of every row and
       # column, and the minimum slack, in every round; here the slacks come first, then
       # only what the round's kind uses: the priorities (among admissible edges) when
@@ -604,22 +613,37 @@ def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
       ok = inputs.eligible[None, :] & ok_row[:, None]
       adm = ok & (slack == -1)
 
+      def relabel(c: _Round):
+        # A relabel round. The round after it works at the same level on the same rows,
+        # less those that moved up (the lowest level still holds the others; a relabel
+        # changes no server, so no eligibility), with every slack lowered by m + 1: its
+        # admissible edges are the minimum-slack edges of the rows that stayed. So it runs
+        # in this loop step, with its own key, and saves a gather: the same two rounds.
+        m = jnp.min(jnp.where(ok, slack, _BIG))
+        c, up = raise_duals(c, m)
+        return c, ok & ~up[:, None] & (slack == m), jnp.int32(1)
+
+      c, adm, relabeled = jax.lax.cond(jnp.any(adm), lambda c: (c, adm, jnp.int32(0)),
+                                       relabel, c)
+      proposal_words, accept_words = key_words(c, relabeled)
+
       def proposals(c: _Round) -> _Round:
         n = cfg.num_servers
         cols = jnp.arange(n, dtype=jnp.int32)[None, :]
         flat = rows_c.astype(jnp.uint32)[:, None] * jnp.uint32(n) + cols.astype(jnp.uint32)
-        prio = jnp.where(adm, hash_bits(flat, *inputs.proposal_words) | jnp.uint32(1),
+        prio = jnp.where(adm, hash_bits(flat, *proposal_words) | jnp.uint32(1),
                          jnp.uint32(0))
         best = jnp.max(prio, axis=1, keepdims=True)
         arg = jnp.min(jnp.where(prio == best, cols, _BIG), axis=1)
-        return push(c, jnp.where(best[:, 0] > 0, arg, -1))
+        return push(c, jnp.where(best[:, 0] > 0, arg, -1), accept_words)
 
-      return jax.lax.cond(jnp.any(adm), proposals,
-                          lambda c: raise_duals(c, jnp.min(jnp.where(ok, slack, _BIG))), c)
+      proposed = jnp.any(adm)
+      c = jax.lax.cond(proposed, proposals, lambda c: c, c)
+      return c, relabeled + proposed.astype(jnp.int32)
 
-    c = (jax.lax.platform_dependent(c, cpu=cpu_round, default=kernel_round) if _CPU_FORM
-         else kernel_round(c))
-    return c._replace(rounds=c.rounds + 1, pr=c.pr._replace(steps=c.pr.steps + 1))
+    c, ran = (jax.lax.platform_dependent(c, cpu=cpu_round, default=kernel_round) if _CPU_FORM
+              else kernel_round(c))
+    return c._replace(rounds=c.rounds + ran, pr=c.pr._replace(steps=c.pr.steps + ran))
 
   # A round's work is (rows gathered) x n. Late in a batch few requests are free (eviction
   # chains), so a round gathers into the smallest power of two (or the batch width) that
@@ -629,8 +653,11 @@ def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
   widths = _gather_widths(width)
 
   def body(c: _Round) -> _Round:
-    c = c._replace(keys=jax.lax.cond(c.rounds % _KEY_BLOCK == 0,
-                                     lambda: _round_keys(base_key, c.rounds), lambda: c.keys))
+    # A key block covers this step's rounds (at most two: a relabel and the round after it).
+    fresh = c.rounds >= c.key_first + _KEY_BLOCK
+    c = c._replace(key_first=jnp.where(fresh, c.rounds, c.key_first),
+                   keys=jax.lax.cond(fresh, lambda: _round_keys(base_key, c.rounds),
+                                     lambda: c.keys))
     inputs = round_inputs(c)
     if len(widths) == 1:
       return round_at(c, inputs, width)
@@ -641,7 +668,7 @@ def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
 
   slots = jnp.where(valid, rows, cfg.capacity).astype(jnp.int32)
   init = _Round(state.request_of, state.server_of, state.extra, jnp.int32(0), slots,
-                jnp.zeros((_KEY_BLOCK, 4), jnp.uint32))
+                jnp.int32(-_KEY_BLOCK), jnp.zeros((_KEY_BLOCK + 1, 4), jnp.uint32))
   out = jax.lax.while_loop(lambda c: jnp.any(c.slots < cfg.capacity), body, init)
   pr = out.pr._replace(rounds=out.pr.rounds + out.rounds)
   return state.replace(request_of=out.request_of, server_of=out.server_of, extra=pr)

@@ -68,10 +68,11 @@ def test_batch_rounds_reinsert_in_parallel_and_small_gathers_change_nothing(monk
   M.check_invariants(state)
   assert 1.0 <= float(M.cost(state)) / M.optimal_cost(requests, servers) < 1.10
   # A round gathers its free requests into the smallest power of two that holds them, and
-  # on CPU computes the priorities only in rounds with an admissible edge (speed-ups): the
-  # trajectory equals padding every round to the batch width and calling round_proposals'
-  # reference in every round, bit for bit (random choices depend on request ids, not on
-  # positions).
+  # on CPU computes the priorities only in rounds with an admissible edge and runs the round
+  # after a relabel in the same loop step, on the same rows (speed-ups): the trajectory
+  # equals padding every round to the batch width and calling round_proposals' reference
+  # once per loop step, bit for bit (random choices depend on request ids, not on positions;
+  # the rounds counted are the same).
   monkeypatch.setattr(push_relabel, "_gather_widths", lambda width: (width,))
   monkeypatch.setattr(push_relabel, "_CPU_FORM", False)
   padded, padded_rounds = run()
