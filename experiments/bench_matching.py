@@ -42,8 +42,11 @@ sequential run gets the same chunks, so both pay the same host calls), median
 of ``--batch-repeats`` interleaved runs each, compilation excluded. Records the
 wall times and their ratio (target, issue 16: batch within 2x of sequential on
 CPU), the parallel rounds, the requests placed one at a time (fallbacks: only
-the exact tail, off here), the omega doublings and cost / OPT of both. Writes
-``batch.csv`` (one row per instance) besides ``results.json``.
+the exact tail, off here), the omega doublings and cost / OPT of both. With
+``--batch-sweep`` the same comparison runs again on the first family and size
+(seed 0) at each batch width of ``--batch-widths``: a round's work and the
+rounds' count both depend on the width. Writes ``batch.csv`` (one row per
+instance) besides ``results.json``.
 """
 
 from __future__ import annotations
@@ -418,10 +421,9 @@ def write_cpp_csv(path: str, section: dict) -> None:
 BATCH_CHUNKS = 20  # arrivals in chunks of n / 20, one batch each (as matching_incremental)
 
 
-def batch_runner(step, servers, requests, metric: str):
+def batch_runner(step, servers, requests, metric: str, chunk: int):
   """Compiles ``step`` (``M.insert_batch`` or ``M.insert_many``) on one chunk; returns a
   function that times all chunks from an empty state: ``(seconds, state)``."""
-  chunk = len(requests) // BATCH_CHUNKS
 
   def once(reqs=requests):
     state = jax.block_until_ready(M.init(servers, metric=metric))
@@ -435,17 +437,19 @@ def batch_runner(step, servers, requests, metric: str):
   return once
 
 
-def bench_batch(family: str, n: int, seed: int, repeats: int) -> dict:
-  """One instance: batch and sequential runs interleaved, median of ``repeats`` each."""
+def bench_batch(family: str, n: int, seed: int, repeats: int, chunk: int | None = None) -> dict:
+  """One instance: batch and sequential runs interleaved, median of ``repeats`` each, arrivals
+  in chunks of ``chunk`` (default n / ``BATCH_CHUNKS``)."""
+  chunk = chunk or n // BATCH_CHUNKS
   servers, requests, metric = make_instance(family, n, seed)
   opt = M.optimal_cost(requests, servers, metric)
-  runners = {"batch": batch_runner(M.insert_batch, servers, requests, metric),
-             "sequential": batch_runner(M.insert_many, servers, requests, metric)}
+  runners = {"batch": batch_runner(M.insert_batch, servers, requests, metric, chunk),
+             "sequential": batch_runner(M.insert_many, servers, requests, metric, chunk)}
   runs = {name: [] for name in runners}
   for _ in range(repeats):
     for name, once in runners.items():
       runs[name].append(once())
-  row = {"family": family, "n": n, "seed": seed, "chunk": n // BATCH_CHUNKS, "opt_cost": opt}
+  row = {"family": family, "n": n, "seed": seed, "chunk": chunk, "opt_cost": opt}
   for name, got in runs.items():
     state = got[-1][1]  # every run computes the same state
     row[f"{name}_s"] = float(np.median([t for t, _ in got]))
@@ -463,23 +467,33 @@ def bench_batch(family: str, n: int, seed: int, repeats: int) -> dict:
 
 def run_batch_section(cfg: dict) -> dict:
   """Every (family, n, seed) of the batch comparison; with ``batch_one_core`` the same
-  comparison again in a child process pinned to one core (:func:`one_core_rows`)."""
+  comparison again in a child process pinned to one core (:func:`one_core_section`)."""
   bad = [n for n in cfg["batch_n"] if n % BATCH_CHUNKS or n < BATCH_CHUNKS]
   if bad:
     raise ValueError(f"batch_n must be positive multiples of {BATCH_CHUNKS} (the chunks), "
                      f"got {bad}")
+  family, n = cfg["batch_families"][0], cfg["batch_n"][0]
+  bad = [w for w in cfg["batch_widths"] if w < 1 or n % w]
+  if cfg["batch_sweep"] and bad:
+    raise ValueError(f"batch_widths must divide the first batch_n ({n}), got {bad}")
   rows = [bench_batch(family, n, seed, cfg["batch_repeats"])
           for family in cfg["batch_families"] for n in cfg["batch_n"]
           for seed in range(cfg["batch_seeds"])]
   section = {"repeats": cfg["batch_repeats"], "chunks": BATCH_CHUNKS, "rows": rows,
              "cores": len(os.sched_getaffinity(0))}
+  if cfg["batch_sweep"]:
+    section["sweep"] = [bench_batch(family, n, 0, cfg["batch_repeats"], chunk=w)
+                        for w in cfg["batch_widths"]]
   if cfg["batch_one_core"] and section["cores"] > 1:
-    section["one_core_rows"] = one_core_rows(cfg)
+    child = one_core_section(cfg)
+    section["one_core_rows"] = child["rows"]
+    if cfg["batch_sweep"]:
+      section["one_core_sweep"] = child["sweep"]
   return section
 
 
-def one_core_rows(cfg: dict) -> list[dict]:
-  """The batch section's rows from a child process started on one core.
+def one_core_section(cfg: dict) -> dict:
+  """The batch section run by a child process started on one core.
 
   XLA's CPU runtime runs a compiled loop body's independent ops concurrently on its
   thread pool (one thread per core it may use). A parallel round has several
@@ -490,7 +504,9 @@ def one_core_rows(cfg: dict) -> list[dict]:
   """
   argv = ["--section", "batch", "--no-batch-one-core",
           "--batch-repeats", str(cfg["batch_repeats"]), "--batch-seeds", str(cfg["batch_seeds"]),
-          "--batch-n", *map(str, cfg["batch_n"]), "--batch-families", *cfg["batch_families"]]
+          "--batch-n", *map(str, cfg["batch_n"]), "--batch-families", *cfg["batch_families"],
+          "--batch-sweep" if cfg["batch_sweep"] else "--no-batch-sweep",
+          "--batch-widths", *map(str, cfg["batch_widths"])]
   with tempfile.TemporaryDirectory() as out:
     # The child pins itself before it imports jax (a preexec_fn would fork this
     # multithreaded process).
@@ -499,7 +515,7 @@ def one_core_rows(cfg: dict) -> list[dict]:
             "runpy.run_module('experiments.bench_matching', run_name='__main__')")
     subprocess.run([sys.executable, "-c", code, *argv, "--out", out], check=True)
     with open(os.path.join(out, "results.json")) as f:
-      return json.load(f)["batch"]["rows"]
+      return json.load(f)["batch"]
 
 
 def print_batch(section: dict) -> None:
@@ -508,12 +524,17 @@ def print_batch(section: dict) -> None:
   runs = [(f"{section.get('cores', '?')} cores", section["rows"])]
   if section.get("one_core_rows"):
     runs.append(("1 core", section["one_core_rows"]))
+  if section.get("sweep"):
+    runs.append((f"batch widths, {section.get('cores', '?')} cores", section["sweep"]))
+  if section.get("one_core_sweep"):
+    runs.append(("batch widths, 1 core", section["one_core_sweep"]))
   for cores, rows in runs:
     print(f"{cores}:")
-    print(f"{'family':>10s} {'n':>6s} {'seed':>4s} {'batch s':>8s} {'seq s':>7s} {'b/s':>5s} "
-          f"{'rounds':>8s} {'fallb':>5s} {'restarts':>8s} {'batch/OPT':>9s} {'seq/OPT':>7s}")
+    print(f"{'family':>10s} {'n':>6s} {'seed':>4s} {'width':>5s} {'batch s':>8s} {'seq s':>7s} "
+          f"{'b/s':>5s} {'rounds':>8s} {'fallb':>5s} {'restarts':>8s} {'batch/OPT':>9s} "
+          f"{'seq/OPT':>7s}")
     for r in rows:
-      print(f"{r['family']:>10s} {r['n']:6d} {r['seed']:4d} {r['batch_s']:8.2f} "
+      print(f"{r['family']:>10s} {r['n']:6d} {r['seed']:4d} {r['chunk']:5d} {r['batch_s']:8.2f} "
             f"{r['sequential_s']:7.2f} {r['batch_vs_sequential']:5.2f} {r['rounds']:8d} "
             f"{r['fallbacks']:5d} {r['batch_restarts']:4d}/{r['sequential_restarts']:<3d} "
             f"{r['batch_ratio']:9.3f} {r['sequential_ratio']:7.3f}")
@@ -580,10 +601,12 @@ CONFIGS = {
     "full": dict(n=[1000, 2000, 10000], cpp_n=[2000], cpp_seeds=3, cpp_repeats=3,
                  cpp_probe_n=[32, 256], cpp_opt="-O2", trace_steps=2000,
                  batch_n=[1000, 2000], batch_seeds=2, batch_repeats=3,
-                 batch_families=["uniform", "clustered"], batch_one_core=True),
+                 batch_families=["uniform", "clustered"], batch_one_core=True,
+                 batch_sweep=True, batch_widths=[10, 25, 50, 100, 200]),
     "quick": dict(n=[1000], cpp_n=[500], cpp_seeds=2, cpp_repeats=3, cpp_probe_n=[32, 128],
                   cpp_opt="-O2", trace_steps=2000, batch_n=[500], batch_seeds=1, batch_repeats=3,
-                  batch_families=["uniform", "clustered"], batch_one_core=False),
+                  batch_families=["uniform", "clustered"], batch_one_core=False,
+                  batch_sweep=False, batch_widths=[10, 25, 50, 100, 250]),
 }
 SECTIONS = ("anchors", "cpp", "batch", "all")
 
@@ -602,7 +625,9 @@ def cli() -> ExperimentCLI:
       "batch_seeds": "instances (seeds 0..) per family and size (section batch)",
       "batch_repeats": "timed runs of each mode per instance (the median counts)",
       "batch_families": "instance families (jaxlab.data.matching_instances)",
-      "batch_one_core": "also time the batch section in a child process pinned to one core"},
+      "batch_one_core": "also time the batch section in a child process pinned to one core",
+      "batch_sweep": "also compare at each of batch_widths (first family and size, seed 0)",
+      "batch_widths": "batch widths of the sweep (each must divide the first batch_n)"},
       choices={"batch_families": FAMILIES})
   c.parser.add_argument("--section", choices=SECTIONS, default="anchors",
                         help="anchors (exact vs numpy and scipy; the default), cpp "

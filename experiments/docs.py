@@ -432,7 +432,34 @@ def _batch_bench(result: dict) -> str:
   return ("\n" + table(head + ["rounds", "fallbacks", "cost / OPT (batch / sequential)"], rows)
           + f"\n\nMedian of {sec['repeats']} interleaved runs per mode, mean (min-max) over "
             f"{seeds} seeds; arrivals in chunks of n/{sec['chunks']}, the same for both modes."
-            f"{note} Record: `docs/results/matching_incremental/bench_batch/`.\n")
+            f"{note} Record: `docs/results/matching_incremental/bench_batch/`.\n"
+          + _batch_sweep(sec, cores))
+
+
+def _batch_sweep(sec: dict, cores: str) -> str:
+  """The batch section's sweep over batch widths (one instance), where recorded."""
+  sweep = sec.get("sweep")
+  if not sweep:
+    return ""
+  one_core = {r["chunk"]: r for r in sec.get("one_core_sweep") or []}
+  r0 = sweep[0]
+  head = ["batch width", "batch rounds", "sequential", f"batch / sequential, {cores}"]
+  if one_core:
+    head.append("batch / sequential, one core")
+  rows = []
+  for r in sweep:
+    row = [thousands(r["chunk"]), secs(r["batch_s"]), secs(r["sequential_s"]),
+           f(r["batch_vs_sequential"])]
+    if one_core:
+      row.append(f(one_core[r["chunk"]]["batch_vs_sequential"]))
+    rows.append(row + [thousands(r["rounds"]), f(r["batch_ratio"], 3)])
+  within = [r["chunk"] for r in sweep if r["batch_vs_sequential"] <= 2]
+  return ("\nThe same comparison at other batch widths, "
+          f"{FAMILY[r0['family']]}, n = {thousands(r0['n'])}, seed {r0['seed']} (arrivals in "
+          "chunks of the width; median of "
+          f"{sec['repeats']} interleaved runs per mode). Batch within 2x of sequential on "
+          f"{cores} at widths: {', '.join(thousands(w) for w in within) or 'none'}.\n\n"
+          + table(head + ["rounds", "batch cost / OPT"], rows) + "\n")
 
 
 def _cpp_values(section: dict) -> dict[str, str]:

@@ -77,8 +77,13 @@ def test_cpp_section_end_to_end_at_a_tiny_size(tmp_path):
 def test_batch_section_end_to_end_at_a_tiny_size(tmp_path):
   result = bench_matching.main(["--section", "batch", "--batch-n", "40", "--batch-seeds", "1",
                                 "--batch-repeats", "1", "--batch-families", "clustered",
-                                "--out", str(tmp_path)])
+                                "--batch-widths", "2", "--out", str(tmp_path)])
   row = result["batch"]["rows"][0]
+  # the sweep over batch widths (on in the full config) at the default width 40 / 20 = 2:
+  # the same instance and chunks, so the same rounds and matching
+  (swept,) = result["batch"]["sweep"]
+  same = ("family", "n", "seed", "chunk", "rounds", "batch_ratio", "sequential_steps")
+  assert {k: swept[k] for k in same} == {k: row[k] for k in same}
   assert (row["family"], row["n"], row["chunk"]) == ("clustered", 40, 2)
   assert row["batch_inserted"] == row["sequential_inserted"] == 40
   assert row["rounds"] > 0 and row["fallbacks"] == 0  # no exact tail: every request by rounds
@@ -89,6 +94,8 @@ def test_batch_section_end_to_end_at_a_tiny_size(tmp_path):
     (one,) = result["batch"]["one_core_rows"]
     assert {k: one[k] for k in ("rounds", "batch_ratio", "sequential_steps")} == {
         k: row[k] for k in ("rounds", "batch_ratio", "sequential_steps")}
+    (one,) = result["batch"]["one_core_sweep"]
+    assert {k: one[k] for k in same} == {k: swept[k] for k in same}
   saved = json.loads((tmp_path / "results.json").read_text())
   assert "rows" not in saved and "cpp" not in saved
   assert saved["batch"]["config"]["batch_families"] == ["clustered"]
@@ -99,3 +106,5 @@ def test_batch_section_end_to_end_at_a_tiny_size(tmp_path):
   assert "1 seeds" in ratio.note and "target: <= 2" in ratio.note
   with pytest.raises(ValueError, match="multiples of 20"):
     bench_matching.run_batch_section(dict(result["batch"]["config"], batch_n=[50]))
+  with pytest.raises(ValueError, match=r"batch_widths must divide the first batch_n \(40\)"):
+    bench_matching.run_batch_section(dict(result["batch"]["config"], batch_widths=[2, 3]))
