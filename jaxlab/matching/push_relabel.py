@@ -476,6 +476,11 @@ _KEY_BLOCK = 32
 # False: every round calls round_proposals (the kernel, or its jnp reference on CPU)
 # instead of the CPU form below; the same trajectory, bit for bit (tested).
 _CPU_FORM = True
+# On CPU a round's random priorities are computed only for the rows with an admissible
+# edge, gathered into this many rows when they fit (most rounds: most rows read have none).
+# The same choices (a priority depends on the request id and the column, not the position);
+# a smaller fusion, which XLA's CPU cost model also does not split across threads.
+_FEW = 4
 
 
 def _gather_widths(width: int) -> tuple[int, ...]:
@@ -632,15 +637,32 @@ def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
                                        relabel, c)
       proposal_words, accept_words = key_words(c, relabeled)
 
-      def proposals(c: _Round) -> _Round:
+      def choose(adm_rows: jax.Array, ids: jax.Array) -> jax.Array:
+        """Each row's random admissible server (-1 if none): the largest priority, the
+        lowest column among equal ones."""
         n = cfg.num_servers
         cols = jnp.arange(n, dtype=jnp.int32)[None, :]
-        flat = rows_c.astype(jnp.uint32)[:, None] * jnp.uint32(n) + cols.astype(jnp.uint32)
-        prio = jnp.where(adm, hash_bits(flat, *proposal_words) | jnp.uint32(1),
+        flat = ids.astype(jnp.uint32)[:, None] * jnp.uint32(n) + cols.astype(jnp.uint32)
+        prio = jnp.where(adm_rows, hash_bits(flat, *proposal_words) | jnp.uint32(1),
                          jnp.uint32(0))
         best = jnp.max(prio, axis=1, keepdims=True)
         arg = jnp.min(jnp.where(prio == best, cols, _BIG), axis=1)
-        return push(c, jnp.where(best[:, 0] > 0, arg, -1), accept_words)
+        return jnp.where(best[:, 0] > 0, arg, -1)
+
+      def proposals(c: _Round) -> _Round:
+        # The priorities of the rows with an admissible edge only, when they fit in _FEW.
+        if gather <= _FEW:
+          return push(c, choose(adm, rows_c), accept_words)
+        has = jnp.any(adm, axis=1)
+
+        def few(_):
+          sel = jnp.nonzero(has, size=_FEW, fill_value=gather)[0]
+          at = jnp.minimum(sel, gather - 1)
+          sub = choose(adm[at] & (sel < gather)[:, None], rows_c[at])
+          return jnp.full(gather, -1, jnp.int32).at[sel].set(sub, mode="drop")
+
+        choice = jax.lax.cond(jnp.sum(has) <= _FEW, few, lambda _: choose(adm, rows_c), None)
+        return push(c, choice, accept_words)
 
       proposed = jnp.any(adm)
       c = jax.lax.cond(proposed, proposals, lambda c: c, c)
