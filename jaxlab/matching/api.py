@@ -7,6 +7,7 @@ are fixed by the state, so a stream of insertions compiles once.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -32,6 +33,31 @@ from jaxlab.matching.state import (
     distance_row,
     matched_cost,
 )
+
+# XLA:CPU's copy insertion with region-based live ranges: without it, the arrays carried
+# through the insertion loops (duals, levels, assignments) are copied wherever they pass
+# through a conditional (every step and round has several). The same program, bit for bit
+# (the trajectory tests run through these functions), with fewer copies: on 2 cores,
+# push-relabel's sequential insertion 30-35% faster and its batch rounds 12-17% faster
+# (uniform n = 1,000 and 2,000; experiments.bench_matching records the times). A field of
+# XLA's DebugOptions, which every backend parses; only the CPU compiler reads it.
+COMPILER_OPTIONS = {"xla_cpu_copy_insertion_use_region_analysis": True}
+
+
+def _compiled(fn):
+  """``fn(state, requests)`` jitted with :data:`COMPILER_OPTIONS` when called eagerly;
+  inside a caller's ``jax.jit`` (tracer arguments) it is traced into the caller's program,
+  whose compiler options apply (JAX accepts them on the outermost jit only)."""
+  jitted = jax.jit(fn, compiler_options=COMPILER_OPTIONS)
+
+  @functools.wraps(fn)
+  def call(state: MatchState, requests: jax.Array) -> MatchState:
+    if any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((state, requests))):
+      return fn(state, requests)
+    return jitted(state, requests)
+
+  call.lower = jitted.lower
+  return call
 
 _PUSH_RELABEL_OPTIONS = ("delta", "eps", "levels", "exact_tail", "seed", "omega_init",
                          "cost_dtype", "top_level")
@@ -232,9 +258,11 @@ def _reject(state: MatchState, requests: jax.Array) -> MatchState:
   return state.replace(rejected=jnp.ones((), bool))
 
 
-@jax.jit
-def _insert(state: MatchState, request: jax.Array) -> MatchState:
+def _insert_checked(state: MatchState, request: jax.Array) -> MatchState:
   return jax.lax.cond(_acceptable(state, request, 1), _insert_unchecked, _reject, state, request)
+
+
+_insert = _compiled(_insert_checked)
 
 
 def _insert_unchecked(state: MatchState, request: jax.Array) -> MatchState:
@@ -262,22 +290,26 @@ def insert(state: MatchState, request: jax.typing.ArrayLike) -> MatchState:
   return _insert(state, _check_requests(state, request, batched=False))
 
 
-@jax.jit
-def _insert_many(state: MatchState, requests: jax.Array) -> MatchState:
-  state, _ = jax.lax.scan(lambda s, r: (_insert(s, r), None), state, requests)
+def _insert_all(state: MatchState, requests: jax.Array) -> MatchState:
+  state, _ = jax.lax.scan(lambda s, r: (_insert_checked(s, r), None), state, requests)
   return state
 
 
-@jax.jit
-def _insert_batch(state: MatchState, requests: jax.Array) -> MatchState:
+_insert_many = _compiled(_insert_all)
+
+
+def _insert_batch_checked(state: MatchState, requests: jax.Array) -> MatchState:
   ok = _acceptable(state, requests, requests.shape[0])
   return jax.lax.cond(ok, _insert_batch_unchecked, _reject, state, requests)
+
+
+_insert_batch = _compiled(_insert_batch_checked)
 
 
 def _insert_batch_unchecked(state: MatchState, requests: jax.Array) -> MatchState:
   if state.config.algorithm == "push_relabel":
     return insert_batch_push_relabel(state, requests)
-  return _insert_many(state, requests)
+  return _insert_all(state, requests)
 
 
 def insert_batch(state: MatchState, requests: jax.typing.ArrayLike) -> MatchState:
