@@ -402,9 +402,10 @@ def _batch_cell(runs) -> str:
           f"{thousands(float(np.mean([x['rounds'] for x in b])))} rounds{seeds}")
 
 
-def _batch_bench(result: dict) -> str:
+def _batch_bench(result: dict, record: str = "bench_batch") -> str:
   """``bench_matching --section batch``: batch rounds vs sequential on the same chunks (and,
-  where recorded, the same comparison in a process pinned to one core)."""
+  where recorded, the same comparison in a process pinned to one core); ``record``: the
+  folder under ``docs/results/matching_incremental/``."""
   sec = result["batch"]
   one_core = sec.get("one_core_rows") or []
   rows = []
@@ -412,11 +413,12 @@ def _batch_bench(result: dict) -> str:
     at = [r for r in sec["rows"] if (r["family"], r["n"]) == (family, n)]
     per = [r["batch_vs_sequential"] for r in at]
     mean = lambda k, at=at: float(np.mean([r[k] for r in at]))  # noqa: E731
+    spread = lambda v: f"{f(float(np.mean(v)))} ({minmax(v)})" if len(v) > 1 else f(v[0])  # noqa: E731
     row = [f"{FAMILY[family]}, n = {thousands(n)}", secs(mean("batch_s")),
-           secs(mean("sequential_s")), f"{f(float(np.mean(per)))} ({minmax(per)})"]
+           secs(mean("sequential_s")), spread(per)]
     if one_core:
       per1 = [r["batch_vs_sequential"] for r in one_core if (r["family"], r["n"]) == (family, n)]
-      row.append(f"{f(float(np.mean(per1)))} ({minmax(per1)})")
+      row.append(spread(per1))
     rows.append(row + [thousands(mean("rounds")), thousands(mean("fallbacks")),
                        f"{f(mean('batch_ratio'), 3)} / {f(mean('sequential_ratio'), 3)}"])
   seeds = len({r["seed"] for r in sec["rows"]})
@@ -429,10 +431,12 @@ def _batch_bench(result: dict) -> str:
           "process pinned to one core (XLA's thread pool then has one thread). Runs with "
           f"batch within 2x of sequential: {within(sec['rows'])} on {cores}, "
           f"{within(one_core)} on one core." if one_core else "")
+  runs = (f"Median of {sec['repeats']} interleaved runs per mode" if sec["repeats"] > 1
+          else "One run per mode")
+  over = f", mean (min-max) over {seeds} seeds" if seeds > 1 else f", seed {sec['rows'][0]['seed']}"
   return ("\n" + table(head + ["rounds", "fallbacks", "cost / OPT (batch / sequential)"], rows)
-          + f"\n\nMedian of {sec['repeats']} interleaved runs per mode, mean (min-max) over "
-            f"{seeds} seeds; arrivals in chunks of n/{sec['chunks']}, the same for both modes."
-            f"{note} Record: `docs/results/matching_incremental/bench_batch/`.\n"
+          + f"\n\n{runs}{over}; arrivals in chunks of n/{sec['chunks']}, the same for both "
+            f"modes.{note} Record: `docs/results/matching_incremental/{record}/`.\n"
           + _batch_sweep(sec, cores))
 
 
@@ -597,6 +601,8 @@ def matching_incremental() -> dict[str, str]:
       "exact_speedup_10k": g(speed[("uniform", 10000)], 2),
       **_cpp_values(load("matching_incremental", "bench_cpp")["cpp"]),
       "batch_bench": _batch_bench(load("matching_incremental", "bench_batch")),
+      "batch_bench_10k": _batch_bench(load("matching_incremental", "bench_batch_10k"),
+                                      "bench_batch_10k"),
   }
 
 
