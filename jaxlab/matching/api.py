@@ -39,25 +39,35 @@ from jaxlab.matching.state import (
 # through a conditional (every step and round has several). The same program, bit for bit
 # (the trajectory tests run through these functions), with fewer copies: on 2 cores,
 # push-relabel's sequential insertion 30-35% faster and its batch rounds 12-17% faster
-# (uniform n = 1,000 and 2,000; experiments.bench_matching records the times). A field of
-# XLA's DebugOptions, which every backend parses; only the CPU compiler reads it.
+# (uniform n = 1,000 and 2,000; experiments.bench_matching records the times). Set for
+# CPU programs only (the field is XLA:CPU's).
 COMPILER_OPTIONS = {"xla_cpu_copy_insertion_use_region_analysis": True}
 
 
 def _compiled(fn):
-  """``fn(state, requests)`` jitted with :data:`COMPILER_OPTIONS` when called eagerly;
-  inside a caller's ``jax.jit`` (tracer arguments) it is traced into the caller's program,
-  whose compiler options apply (JAX accepts them on the outermost jit only)."""
-  jitted = jax.jit(fn, compiler_options=COMPILER_OPTIONS)
+  """``fn(state, requests)`` jitted, with :data:`COMPILER_OPTIONS` when the default backend
+  is the CPU. Inside a caller's trace (``jax.jit``, ``vmap``, ``scan``, ...) ``fn`` is
+  traced into the caller's program, whose compiler options apply: JAX accepts them on the
+  outermost jit only."""
+  jitted = {True: jax.jit(fn, compiler_options=COMPILER_OPTIONS), False: jax.jit(fn)}
+
+  def pick():
+    return jitted[jax.default_backend() == "cpu"]
 
   @functools.wraps(fn)
   def call(state: MatchState, requests: jax.Array) -> MatchState:
     if any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((state, requests))):
       return fn(state, requests)
-    return jitted(state, requests)
+    try:
+      return pick()(state, requests)
+    except ValueError as e:  # concrete arguments, but called inside a trace (closed over)
+      if "compiler_options" not in str(e):
+        raise
+      return fn(state, requests)
 
-  call.lower = jitted.lower
+  call.lower = lambda *args, **kwargs: pick().lower(*args, **kwargs)
   return call
+
 
 _PUSH_RELABEL_OPTIONS = ("delta", "eps", "levels", "exact_tail", "seed", "omega_init",
                          "cost_dtype", "top_level")

@@ -159,6 +159,25 @@ def test_inside_user_jit_past_capacity_is_rejected_not_corrupted(algorithm):
     M.check_invariants(state)
 
 
+def test_insertions_inside_a_callers_trace():
+  """insert / insert_many / insert_batch called inside a caller's jit or scan, with traced or
+  closed-over arguments, are traced into the caller's program (JAX takes compiler options on
+  the outermost jit only, and ours set some): the states of the eager calls."""
+  servers, requests = _instance(11, N)
+  state = M.init(servers, algorithm="greedy")
+  half = jnp.asarray(requests[:N // 2])  # a device array: closed over, it stays concrete
+  want = M.insert_many(state, half)
+  scanned, _ = jax.lax.scan(lambda s, r: (M.insert(s, r), None), state, half)
+  got = [jax.jit(M.insert_many)(state, half), jax.jit(lambda: M.insert_many(state, half))(),
+         jax.jit(M.insert_batch)(state, half), jax.jit(lambda: M.insert_batch(state, half))(),
+         scanned, M.insert_batch(state, half)]
+  for g in got:
+    assert M.num_inserted(g) == N // 2
+    np.testing.assert_array_equal(M.assignment(g), M.assignment(want))
+  one = jax.jit(lambda: M.insert(state, half[0]))()
+  np.testing.assert_array_equal(M.assignment(one), M.assignment(M.insert(state, half[0])))
+
+
 def test_float32_overflow_is_rejected():
   servers, _ = _instance(0, 3)
   with pytest.raises(ValueError, match="finite"):
