@@ -79,6 +79,7 @@ from jax.experimental.pallas import triton as plt
 from jaxlab.core.checks import check_range, concrete
 from jaxlab.core.rng import as_key, key_words, stream_bits
 from jaxlab.quant.float_format import ROUNDING_MODES, FloatFormat, quantize, quantize_f32
+from kernels_pallas import _checks
 
 LANES = 128  # last dimension of the 2-D view: one TPU lane row, a Triton-friendly width
 _TILE = 8 * LANES  # block sizes are multiples of one (8, 128) float32 tile
@@ -424,6 +425,8 @@ def _pallas_step(p, g, m, v, count, hyper, fmt_fields, words, *, rounding, block
     return tuple(x.reshape(padded)[:n] for x in outs)
 
   buffers = (p, g, m, v)
+  if isinstance(interpret, pltpu.InterpretParams):  # the TPU layout, in the TPU interpreter
+    return call(buffers, tpu=True)
   if interpret:
     return call(buffers, tpu=False)
   # The platform lowered for picks the layout (an export for TPU from a CPU host
@@ -454,7 +457,7 @@ def quantized_adam_step_pallas(
     rounding: str = "nearest",
     key: jax.Array | None = None,
     block_size: int | None = None,
-    interpret: bool = False,
+    interpret: bool | pltpu.InterpretParams = False,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
   """The fused Pallas kernel for :func:`quantized_adam_step_reference`.
 
@@ -466,10 +469,12 @@ def quantized_adam_step_pallas(
       multiple of 1024; None picks a default per platform lowered for
       (1024 on GPU, 16384 on TPU). ``N`` need not be a
       multiple: the buffers are zero-padded and sliced back.
-    interpret: run the kernel with the Pallas interpreter (any backend, CPU
-      included); otherwise it is compiled with Triton (GPU) or Mosaic (TPU),
-      chosen by the platform the call is lowered for
-      (``lax.platform_dependent``), not by ``jax.default_backend()``.
+    interpret: True runs the kernel (its GPU layout) with the Pallas
+      interpreter (any backend, CPU included); a ``pltpu.InterpretParams`` runs
+      the TPU layout (scalars in SMEM, the grid split over cores) in the TPU
+      interpreter, which can detect races between cores; False compiles it with
+      Triton (GPU) or Mosaic (TPU), chosen by the platform the call is lowered
+      for (``lax.platform_dependent``), not by ``jax.default_backend()``.
 
   Returns:
     ``(p_new, m_new, v_new)``.
@@ -493,8 +498,7 @@ def _launch(p, g, m, v, step, hyper, fmts, words, *, rounding, block_size, inter
   """
   if block_size is not None:
     _check_block_size(block_size)
-  if not isinstance(interpret, bool):
-    raise TypeError(f"interpret must be a bool, got {interpret!r}")
+  _checks.check_interpret(interpret)
   if p.shape[0] == 0:
     return p, m, v
   lr, b1, b2, eps, weight_decay = hyper
@@ -523,7 +527,7 @@ def quantized_adam_update_pallas(
     rounding: str = "nearest",
     stream_words: jax.Array | None = None,
     block_size: int | None = None,
-    interpret: bool = False,
+    interpret: bool | pltpu.InterpretParams = False,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
   r"""The fused kernel in the form an optax update needs (``jaxlab.optim.quantized_adam``).
 
@@ -591,7 +595,7 @@ def quantized_adam_step(
     key: jax.Array | None = None,
     use_kernel: bool | None = None,
     block_size: int | None = None,
-    interpret: bool = False,
+    interpret: bool | pltpu.InterpretParams = False,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
   """One quantized Adam(W) step: the Pallas kernel on GPU/TPU, jnp elsewhere.
 

@@ -21,6 +21,8 @@ import ml_dtypes
 import numpy as np
 import optax
 import pytest
+from jax._src.pallas.mosaic.interpret import interpret_pallas_call as tpu_interpret  # races
+from jax.experimental.pallas import tpu as pltpu
 
 from jaxlab.core.rng import key_words
 from jaxlab.optim.quantized_adam import quantized_adam
@@ -121,6 +123,22 @@ def test_kernel_matches_reference_bit_for_bit(rounding, formats):
   # The step did something: most weights moved and the moments are new.
   assert np.mean(np.asarray(ours[0]) != np.asarray(p)) > 0.5
   assert not np.array_equal(np.asarray(ours[1]), np.asarray(m))
+
+
+def test_tpu_layout_matches_reference_without_races():
+  """The TPU layout (scalars in SMEM, 1024-element blocks, the grid "parallel" over two
+  cores) in the TPU interpreter with race detection: no race, and the reference's bits
+  (dyadic hyperparameters, stochastic rounding: the bits drawn in the kernel)."""
+  p, g, m, v = _buffers()
+  step, key = jnp.int32(3), jax.random.key(7)
+  params = pltpu.InterpretParams(detect_races=True, num_cores_or_threads=2)
+  ours = quantized_adam_step_pallas(p, g, m, v, step=step, key=key, formats=ALL,
+                                    rounding="stochastic", block_size=BLOCK, interpret=params,
+                                    **DYADIC)
+  assert not tpu_interpret.races.races_found
+  ref = _reference(p, g, m, v, step, key, DYADIC, formats=_hashable(ALL), rounding="stochastic")
+  for name, a, b in zip(("p", "m", "v"), ours, ref, strict=True):
+    _assert_bits_equal(a, b, f"{name} (TPU layout)")
 
 
 @pytest.mark.parametrize("formats", [None, ALL], ids=["off", "all"])
@@ -365,7 +383,7 @@ def test_bad_arguments_raise(args, kwargs, error, match):
         ({"block_size": 3 * 1024}, ValueError, "block_size must be a power of two"),
         ({"block_size": 512}, ValueError, "block_size must be a power of two"),
         ({"block_size": 1024.0}, TypeError, "block_size must be an int"),
-        ({"interpret": "yes"}, TypeError, "interpret must be a bool"),
+        ({"interpret": "yes"}, TypeError, "interpret must be a bool or a pltpu.InterpretParams"),
     ],
 )
 def test_bad_kernel_arguments_raise(kwargs, error, match):
