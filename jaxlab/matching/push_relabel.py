@@ -458,6 +458,8 @@ class _Round(NamedTuple):
   slots: jax.Array  # (width,) the free requests, in any order; capacity marks an empty slot
   key_first: jax.Array  # the first round of the key block
   keys: jax.Array  # (_KEY_BLOCK + 1, 4) uint32 key words of rounds key_first .. + _KEY_BLOCK
+  waiting: jax.Array  # (width,) bool: on CPU, slots known to have no admissible edge ...
+  wait_level: jax.Array  # ... at this level (see ``body_cpu`` in _parallel_rounds)
 
 
 class _RoundInputs(NamedTuple):
@@ -554,12 +556,16 @@ def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
     words = c.keys[c.rounds - c.key_first + ahead]
     return (words[0], words[1]), (words[2], words[3])
 
-  def round_at(c: _Round, inputs: _RoundInputs, gather: int) -> _Round:
+  def round_at(c: _Round, inputs: _RoundInputs, gather: int,
+               active: jax.Array | None = None) -> _Round:
     """One loop step, gathering the (at most ``gather``) free requests of the lowest level:
-    one round, or on CPU a relabel round and the round after it."""
+    one round, or on CPU a relabel round and the round after it. With ``active`` (CPU
+    only) it gathers those slots instead and runs a push round if one of them has an
+    admissible edge, else nothing (no round)."""
     pr = c.pr
     l = inputs.level
-    pos = jnp.nonzero(inputs.here, size=gather, fill_value=width)[0]
+    pos = jnp.nonzero(inputs.here if active is None else active, size=gather,
+                      fill_value=width)[0]
     rows = jnp.where(pos < width, c.slots[jnp.minimum(pos, width - 1)], cfg.capacity)
     ok_row = rows < cfg.capacity
     rows_c = jnp.minimum(rows, cfg.capacity - 1)
@@ -631,11 +637,18 @@ def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
         # in this loop step, with its own key, and saves a gather: the same two rounds.
         m = jnp.min(jnp.where(ok, slack, _BIG))
         c, up = raise_duals(c, m)
-        return c, ok & ~up[:, None] & (slack == m), jnp.int32(1)
+        return c, ok & ~up[:, None] & (slack == m), up, jnp.int32(1)
 
-      c, adm, relabeled = jax.lax.cond(jnp.any(adm), lambda c: (c, adm, jnp.int32(0)),
-                                       relabel, c)
+      no_up = jnp.zeros(gather, bool)
+      if active is None:
+        c, adm, up, relabeled = jax.lax.cond(
+            jnp.any(adm), lambda c: (c, adm, no_up, jnp.int32(0)), relabel, c)
+      else:
+        up, relabeled = no_up, jnp.int32(0)
       proposal_words, accept_words = key_words(c, relabeled)
+      # Rows read that stay at this level without an admissible edge wait (body_cpu).
+      has = jnp.any(adm, axis=1)
+      c = c._replace(waiting=c.waiting.at[pos].set(ok_row & ~up & ~has, mode="drop"))
 
       def choose(adm_rows: jax.Array, ids: jax.Array) -> jax.Array:
         """Each row's random admissible server (-1 if none): the largest priority, the
@@ -653,7 +666,6 @@ def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
         # The priorities of the rows with an admissible edge only, when they fit in _FEW.
         if gather <= _FEW:
           return push(c, choose(adm, rows_c), accept_words)
-        has = jnp.any(adm, axis=1)
 
         def few(_):
           sel = jnp.nonzero(has, size=_FEW, fill_value=gather)[0]
@@ -668,8 +680,11 @@ def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
       c = jax.lax.cond(proposed, proposals, lambda c: c, c)
       return c, relabeled + proposed.astype(jnp.int32)
 
-    c, ran = (jax.lax.platform_dependent(c, cpu=cpu_round, default=kernel_round) if _CPU_FORM
-              else kernel_round(c))
+    if active is not None:
+      c, ran = cpu_round(c)
+    else:
+      c, ran = (jax.lax.platform_dependent(c, cpu=cpu_round, default=kernel_round)
+                if _CPU_FORM else kernel_round(c))
     return c._replace(rounds=c.rounds + ran, pr=c.pr._replace(steps=c.pr.steps + ran))
 
   # A round's work is (rows gathered) x n. Late in a batch few requests are free (eviction
@@ -679,23 +694,54 @@ def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
   # the branches (one copy per width); the rest is computed once per round.
   widths = _gather_widths(width)
 
+  def gathered(c: _Round, inputs: _RoundInputs, mask: jax.Array, **kw) -> _Round:
+    """:func:`round_at` with the narrowest gather width that holds the slots of ``mask``."""
+    if len(widths) == 1:
+      return round_at(c, inputs, width, **kw)
+    num = jnp.sum(mask)
+    which = sum((num > b).astype(jnp.int32) for b in widths[:-1])
+    return jax.lax.switch(which, [functools.partial(round_at, gather=b, **kw) for b in widths],
+                          c, inputs)
+
+  def body_all(c: _Round) -> _Round:
+    """A round over every free request of the lowest level (and on CPU, after a relabel,
+    the round after it)."""
+    inputs = round_inputs(c)
+    return gathered(c, inputs, inputs.here)
+
+  def body_cpu(c: _Round) -> _Round:
+    """The same rounds, reading fewer rows. Between two relabels at a level, a push round
+    only raises slacks (an accepting server's dual falls; no dual of a request changes, and
+    a server taken by a request of this level stays eligible) and the level only rises, so
+    a request read without an admissible edge has none until the next relabel: it only
+    waits. A push round's proposals come from the other requests alone, so this step first
+    gathers those (``waiting`` marks the rest, valid at ``wait_level``); only if none of
+    them has an admissible edge does it gather every free request of the level, for the
+    relabel round (whose minimum slack needs them all) and the round after it. The same
+    rounds, keys and results (the random choices depend on request ids, not positions)."""
+    inputs = round_inputs(c)
+    l = inputs.level
+    c = c._replace(waiting=c.waiting & (c.wait_level == l), wait_level=l)
+    active = inputs.here & ~c.waiting
+    tried = jax.lax.cond(jnp.any(active),
+                         lambda c: gathered(c, inputs, active, active=active), lambda c: c, c)
+    return jax.lax.cond(tried.rounds > c.rounds, lambda t: t,
+                        lambda t: gathered(t, inputs, inputs.here), tried)
+
   def body(c: _Round) -> _Round:
     # A key block covers this step's rounds (at most two: a relabel and the round after it).
     fresh = c.rounds >= c.key_first + _KEY_BLOCK
     c = c._replace(key_first=jnp.where(fresh, c.rounds, c.key_first),
                    keys=jax.lax.cond(fresh, lambda: _round_keys(base_key, c.rounds),
                                      lambda: c.keys))
-    inputs = round_inputs(c)
-    if len(widths) == 1:
-      return round_at(c, inputs, width)
-    num_free = jnp.sum(inputs.here)
-    which = sum((num_free > b).astype(jnp.int32) for b in widths[:-1])
-    return jax.lax.switch(which, [functools.partial(round_at, gather=b) for b in widths], c,
-                          inputs)
+    if not _CPU_FORM:
+      return body_all(c)
+    return jax.lax.platform_dependent(c, cpu=body_cpu, default=body_all)
 
   slots = jnp.where(valid, rows, cfg.capacity).astype(jnp.int32)
   init = _Round(state.request_of, state.server_of, state.extra, jnp.int32(0), slots,
-                jnp.int32(-_KEY_BLOCK), jnp.zeros((_KEY_BLOCK + 1, 4), jnp.uint32))
+                jnp.int32(-_KEY_BLOCK), jnp.zeros((_KEY_BLOCK + 1, 4), jnp.uint32),
+                jnp.zeros(width, bool), jnp.int32(-1))
   out = jax.lax.while_loop(lambda c: jnp.any(c.slots < cfg.capacity), body, init)
   pr = out.pr._replace(rounds=out.pr.rounds + out.rounds)
   return state.replace(request_of=out.request_of, server_of=out.server_of, extra=pr)
