@@ -646,7 +646,8 @@ def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
       else:
         up, relabeled = no_up, jnp.int32(0)
       proposal_words, accept_words = key_words(c, relabeled)
-      # Rows read that stay at this level without an admissible edge wait (body_cpu).
+      # Rows read that stay at this level without an admissible edge wait (body_cpu). A slot
+      # whose request is accepted (it had an edge) is cleared here before push refills it.
       has = jnp.any(adm, axis=1)
       c = c._replace(waiting=c.waiting.at[pos].set(ok_row & ~up & ~has, mode="drop"))
 
