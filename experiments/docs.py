@@ -409,11 +409,14 @@ def _batch_bench(result: dict, record: str = "bench_batch") -> str:
   sec = result["batch"]
   one_core = sec.get("one_core_rows") or []
   rows = []
+
+  def spread(v: list[float]) -> str:
+    return f"{f(float(np.mean(v)))} ({minmax(v)})" if len(v) > 1 else f(v[0])
+
   for family, n in dict.fromkeys((r["family"], r["n"]) for r in sec["rows"]):
     at = [r for r in sec["rows"] if (r["family"], r["n"]) == (family, n)]
     per = [r["batch_vs_sequential"] for r in at]
     mean = lambda k, at=at: float(np.mean([r[k] for r in at]))  # noqa: E731
-    spread = lambda v: f"{f(float(np.mean(v)))} ({minmax(v)})" if len(v) > 1 else f(v[0])  # noqa: E731
     row = [f"{FAMILY[family]}, n = {thousands(n)}", secs(mean("batch_s")),
            secs(mean("sequential_s")), spread(per)]
     if one_core:
@@ -430,7 +433,7 @@ def _batch_bench(result: dict, record: str = "bench_batch") -> str:
   note = (f" Times and the first ratio: {cores}; the one-core ratio: the same comparison in a "
           "process pinned to one core (XLA's thread pool then has one thread). Runs with "
           f"batch within 2x of sequential: {within(sec['rows'])} on {cores}, "
-          f"{within(one_core)} on one core." if one_core else "")
+          f"{within(one_core)} on one core." if one_core else f" Times on {cores}.")
   runs = (f"Median of {sec['repeats']} interleaved runs per mode" if sec["repeats"] > 1
           else "One run per mode")
   over = f", mean (min-max) over {seeds} seeds" if seeds > 1 else f", seed {sec['rows'][0]['seed']}"

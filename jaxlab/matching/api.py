@@ -48,7 +48,8 @@ def _compiled(fn):
   """``fn(state, requests)`` jitted, with :data:`COMPILER_OPTIONS` when the default backend
   is the CPU. Inside a caller's trace (``jax.jit``, ``vmap``, ``scan``, ...) ``fn`` is
   traced into the caller's program, whose compiler options apply: JAX accepts them on the
-  outermost jit only."""
+  outermost jit only. (The public functions pass ``requests`` through ``_check_requests``,
+  whose ``jnp.asarray`` makes it a tracer inside any trace, closed-over inputs included.)"""
   jitted = {True: jax.jit(fn, compiler_options=COMPILER_OPTIONS), False: jax.jit(fn)}
 
   def pick():
@@ -58,12 +59,7 @@ def _compiled(fn):
   def call(state: MatchState, requests: jax.Array) -> MatchState:
     if any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((state, requests))):
       return fn(state, requests)
-    try:
-      return pick()(state, requests)
-    except ValueError as e:  # concrete arguments, but called inside a trace (closed over)
-      if "compiler_options" not in str(e):
-        raise
-      return fn(state, requests)
+    return pick()(state, requests)
 
   call.lower = lambda *args, **kwargs: pick().lower(*args, **kwargs)
   return call
