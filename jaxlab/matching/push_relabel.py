@@ -460,6 +460,7 @@ class _Round(NamedTuple):
   keys: jax.Array  # (_KEY_BLOCK + 1, 4) uint32 key words of rounds key_first .. + _KEY_BLOCK
   waiting: jax.Array  # (width,) bool: on CPU, slots known to have no admissible edge ...
   wait_level: jax.Array  # ... at this level (see ``body_cpu`` in _parallel_rounds)
+  held_at: jax.Array  # (n,) int32 the level of each server's holder (top + 1: free)
 
 
 class _RoundInputs(NamedTuple):
@@ -546,8 +547,7 @@ def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
     slot_level = c.pr.level[jnp.minimum(c.slots, cfg.capacity - 1)]
     l = jnp.min(jnp.where(filled, slot_level, top + 1))
     here = filled & (slot_level == l)
-    holder = c.request_of
-    eligible = (holder < 0) | (c.pr.level[jnp.maximum(holder, 0)] >= l)
+    eligible = c.held_at >= l
     scale0 = 2.0 * cfg.num_servers / (cfg.eps * c.pr.omega)
     return _RoundInputs(l, here, eligible, scale0)
 
@@ -600,12 +600,13 @@ def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
           -1, mode="drop")
       server_of = server_of.at[jnp.where(accepted, rows, cfg.capacity)].set(srv, mode="drop")
       request_of = c.request_of.at[srv].set(rows, mode="drop")
+      held_at = c.held_at.at[srv].set(l, mode="drop")
       y_s = c.pr.y_s.at[l, srv].add(-1, mode="drop")
       # An accepted request leaves its slot to the request it evicted (if any).
       slots = c.slots.at[pos].set(
           jnp.where(accepted, jnp.where(evicted >= 0, evicted, cfg.capacity), rows), mode="drop")
       return c._replace(request_of=request_of, server_of=server_of, slots=slots,
-                        pr=c.pr._replace(y_s=y_s))
+                        held_at=held_at, pr=c.pr._replace(y_s=y_s))
 
     def kernel_round(c: _Round) -> tuple[_Round, jax.Array]:
       proposal_words, accept_words = key_words(c)
@@ -627,7 +628,10 @@ def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
                           lambda: scaled_cost(dist, l, inputs.scale0, divisors))
       slack = cost - y_r[:, None] - pr.y_s[l][None, :]
       ok = inputs.eligible[None, :] & ok_row[:, None]
-      adm = ok & (slack == -1)
+      # One pass over the rows: each one's minimum eligible slack. Eligible slacks are never
+      # below -1 (the duals stay feasible), so a row has an admissible edge iff it is -1.
+      row_min = jnp.min(jnp.where(ok, slack, _BIG), axis=1)
+      has = ok_row & (row_min == -1)
 
       def relabel(c: _Round):
         # A relabel round. The round after it works at the same level on the same rows,
@@ -635,21 +639,23 @@ def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
         # changes no server, so no eligibility), with every slack lowered by m + 1: its
         # admissible edges are the minimum-slack edges of the rows that stayed. So it runs
         # in this loop step, with its own key, and saves a gather: the same two rounds.
-        m = jnp.min(jnp.where(ok, slack, _BIG))
+        m = jnp.min(row_min)
         c, up = raise_duals(c, m)
-        return c, ok & ~up[:, None] & (slack == m), up, jnp.int32(1)
+        return c, ok_row & ~up & (row_min == m), up, jnp.int32(1), m
 
       no_up = jnp.zeros(gather, bool)
       if active is None:
-        c, adm, up, relabeled = jax.lax.cond(
-            jnp.any(adm), lambda c: (c, adm, no_up, jnp.int32(0)), relabel, c)
+        c, has, up, relabeled, target = jax.lax.cond(
+            jnp.any(has), lambda c: (c, has, no_up, jnp.int32(0), jnp.int32(-1)), relabel, c)
       else:
-        up, relabeled = no_up, jnp.int32(0)
+        up, relabeled, target = no_up, jnp.int32(0), jnp.int32(-1)
       proposal_words, accept_words = key_words(c, relabeled)
       # Rows read that stay at this level without an admissible edge wait (body_cpu). A slot
       # whose request is accepted (it had an edge) is cleared here before push refills it.
-      has = jnp.any(adm, axis=1)
       c = c._replace(waiting=c.waiting.at[pos].set(ok_row & ~up & ~has, mode="drop"))
+      # The admissible edges of the rows that propose (``has``): slack ``target`` when the
+      # round began (-1, or m before the relabel).
+      adm = ok & has[:, None] & (slack == target)
 
       def choose(adm_rows: jax.Array, ids: jax.Array) -> jax.Array:
         """Each row's random admissible server (-1 if none): the largest priority, the
@@ -677,7 +683,7 @@ def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
         choice = jax.lax.cond(jnp.sum(has) <= _FEW, few, lambda _: choose(adm, rows_c), None)
         return push(c, choice, accept_words)
 
-      proposed = jnp.any(adm)
+      proposed = jnp.any(has)
       c = jax.lax.cond(proposed, proposals, lambda c: c, c)
       return c, relabeled + proposed.astype(jnp.int32)
 
@@ -740,9 +746,14 @@ def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
     return jax.lax.platform_dependent(c, cpu=body_cpu, default=body_all)
 
   slots = jnp.where(valid, rows, cfg.capacity).astype(jnp.int32)
+  # A holder's level never changes while it holds (only free requests move up), so a
+  # server's eligibility at level l, ``held_at >= l``, is kept up to date by the pushes
+  # instead of gathered from the holders' levels in every round.
+  holder = state.request_of
+  held_at = jnp.where(holder >= 0, state.extra.level[jnp.maximum(holder, 0)], top + 1)
   init = _Round(state.request_of, state.server_of, state.extra, jnp.int32(0), slots,
                 jnp.int32(-_KEY_BLOCK), jnp.zeros((_KEY_BLOCK + 1, 4), jnp.uint32),
-                jnp.zeros(width, bool), jnp.int32(-1))
+                jnp.zeros(width, bool), jnp.int32(-1), held_at)
   out = jax.lax.while_loop(lambda c: jnp.any(c.slots < cfg.capacity), body, init)
   pr = out.pr._replace(rounds=out.pr.rounds + out.rounds)
   return state.replace(request_of=out.request_of, server_of=out.server_of, extra=pr)
