@@ -466,8 +466,9 @@ def bench_batch(family: str, n: int, seed: int, repeats: int, chunk: int | None 
 
 
 def run_batch_section(cfg: dict) -> dict:
-  """Every (family, n, seed) of the batch comparison; with ``batch_one_core`` the same
-  comparison again in a child process pinned to one core (:func:`one_core_section`)."""
+  """Every (family, n, seed) of the batch comparison; with ``batch_one_thread`` the same
+  comparison again in a child process whose XLA thread pool has one thread
+  (:func:`one_thread_section`)."""
   bad = [n for n in cfg["batch_n"] if n % BATCH_CHUNKS or n < BATCH_CHUNKS]
   if bad:
     raise ValueError(f"batch_n must be positive multiples of {BATCH_CHUNKS} (the chunks), "
@@ -480,40 +481,48 @@ def run_batch_section(cfg: dict) -> dict:
           for family in cfg["batch_families"] for n in cfg["batch_n"]
           for seed in range(cfg["batch_seeds"])]
   section = {"repeats": cfg["batch_repeats"], "chunks": BATCH_CHUNKS, "rows": rows,
-             "cores": len(os.sched_getaffinity(0))}
+             "cores": len(os.sched_getaffinity(0)), "xla_threads": xla_threads()}
   if cfg["batch_sweep"]:
     section["sweep"] = [bench_batch(family, n, 0, cfg["batch_repeats"], chunk=w)
                         for w in cfg["batch_widths"]]
-  if cfg["batch_one_core"] and section["cores"] > 1:
-    child = one_core_section(cfg)
-    section["one_core_rows"] = child["rows"]
+  if cfg["batch_one_thread"] and section["xla_threads"] != 1:
+    child = one_thread_section(cfg)
+    section["one_thread_rows"] = child["rows"]
     if cfg["batch_sweep"]:
-      section["one_core_sweep"] = child["sweep"]
+      section["one_thread_sweep"] = child["sweep"]
   return section
 
 
-def one_core_section(cfg: dict) -> dict:
-  """The batch section run by a child process started on one core.
+def xla_threads() -> int:
+  """Threads of XLA's CPU thread pool in this process: ``PJRT_NPROC`` (or ``NPROC``) when
+  set before JAX made its CPU client, else one per core the process may use (XLA's
+  rule)."""
+  for name in ("PJRT_NPROC", "NPROC"):
+    if os.environ.get(name, "").strip().isdigit():
+      return int(os.environ[name])
+  return len(os.sched_getaffinity(0))
+
+
+def one_thread_section(cfg: dict) -> dict:
+  """The batch section run by a child process whose XLA thread pool has one thread
+  (``PJRT_NPROC=1``), on the same cores.
 
   XLA's CPU runtime runs a compiled loop body's independent ops concurrently on its
-  thread pool (one thread per core it may use). A parallel round has several
-  independent small ops, so on two cores a round hands work to the second thread and
-  back; the sequential step is nearly a chain. A process started on one core has a
-  one-thread pool: the same programs without that hand-off, so the two timings
-  separate the algorithm's cost from the runtime's scheduling.
+  thread pool (one thread per core by default) and splits larger fusions into one task
+  per thread. A parallel round has several independent small ops, so on two cores a
+  round hands work to the second thread and back; the sequential step is nearly a
+  chain. With one pool thread the same programs run without that hand-off, so the two
+  timings separate the algorithm's cost from the runtime's scheduling. The pool's size
+  is fixed when JAX creates its CPU client, so it takes a process of its own.
   """
-  argv = ["--section", "batch", "--no-batch-one-core",
+  argv = ["--section", "batch", "--no-batch-one-thread",
           "--batch-repeats", str(cfg["batch_repeats"]), "--batch-seeds", str(cfg["batch_seeds"]),
           "--batch-n", *map(str, cfg["batch_n"]), "--batch-families", *cfg["batch_families"],
           "--batch-sweep" if cfg["batch_sweep"] else "--no-batch-sweep",
           "--batch-widths", *map(str, cfg["batch_widths"])]
   with tempfile.TemporaryDirectory() as out:
-    # The child pins itself before it imports jax (a preexec_fn would fork this
-    # multithreaded process).
-    code = ("import os, runpy, sys; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
-            "sys.argv[0] = 'bench_matching'; "
-            "runpy.run_module('experiments.bench_matching', run_name='__main__')")
-    subprocess.run([sys.executable, "-c", code, *argv, "--out", out], check=True)
+    subprocess.run([sys.executable, "-m", "experiments.bench_matching", *argv, "--out", out],
+                   check=True, env=dict(os.environ, PJRT_NPROC="1"))
     with open(os.path.join(out, "results.json")) as f:
       return json.load(f)["batch"]
 
@@ -521,13 +530,14 @@ def one_core_section(cfg: dict) -> dict:
 def print_batch(section: dict) -> None:
   print(f"batch rounds (insert_batch, chunks of n/{section['chunks']}) vs sequential "
         f"(insert_many, same chunks); median of {section['repeats']} interleaved runs")
-  runs = [(f"{section.get('cores', '?')} cores", section["rows"])]
-  if section.get("one_core_rows"):
-    runs.append(("1 core", section["one_core_rows"]))
+  here = f"{section.get('cores', '?')} cores, {section.get('xla_threads', '?')} XLA threads"
+  runs = [(here, section["rows"])]
+  if section.get("one_thread_rows"):
+    runs.append(("one XLA thread", section["one_thread_rows"]))
   if section.get("sweep"):
-    runs.append((f"batch widths, {section.get('cores', '?')} cores", section["sweep"]))
-  if section.get("one_core_sweep"):
-    runs.append(("batch widths, 1 core", section["one_core_sweep"]))
+    runs.append((f"batch widths, {here}", section["sweep"]))
+  if section.get("one_thread_sweep"):
+    runs.append(("batch widths, one XLA thread", section["one_thread_sweep"]))
   for cores, rows in runs:
     print(f"{cores}:")
     print(f"{'family':>10s} {'n':>6s} {'seed':>4s} {'width':>5s} {'batch s':>8s} {'seq s':>7s} "
@@ -601,11 +611,11 @@ CONFIGS = {
     "full": dict(n=[1000, 2000, 10000], cpp_n=[2000], cpp_seeds=3, cpp_repeats=3,
                  cpp_probe_n=[32, 256], cpp_opt="-O2", trace_steps=2000,
                  batch_n=[1000, 2000], batch_seeds=2, batch_repeats=3,
-                 batch_families=["uniform", "clustered"], batch_one_core=True,
+                 batch_families=["uniform", "clustered"], batch_one_thread=True,
                  batch_sweep=True, batch_widths=[10, 25, 50, 100, 200]),
     "quick": dict(n=[1000], cpp_n=[500], cpp_seeds=2, cpp_repeats=3, cpp_probe_n=[32, 128],
                   cpp_opt="-O2", trace_steps=2000, batch_n=[500], batch_seeds=1, batch_repeats=3,
-                  batch_families=["uniform", "clustered"], batch_one_core=False,
+                  batch_families=["uniform", "clustered"], batch_one_thread=False,
                   batch_sweep=False, batch_widths=[10, 25, 50, 100, 250]),
 }
 SECTIONS = ("anchors", "cpp", "batch", "all")
@@ -625,7 +635,8 @@ def cli() -> ExperimentCLI:
       "batch_seeds": "instances (seeds 0..) per family and size (section batch)",
       "batch_repeats": "timed runs of each mode per instance (the median counts)",
       "batch_families": "instance families (jaxlab.data.matching_instances)",
-      "batch_one_core": "also time the batch section in a child process pinned to one core",
+      "batch_one_thread": "also time the batch section in a child process with one XLA thread "
+                          "(PJRT_NPROC=1)",
       "batch_sweep": "also compare at each of batch_widths (first family and size, seed 0)",
       "batch_widths": "batch widths of the sweep (each must divide the first batch_n)"},
       choices={"batch_families": FAMILIES})

@@ -89,12 +89,12 @@ def test_batch_section_end_to_end_at_a_tiny_size(tmp_path):
   assert row["rounds"] > 0 and row["fallbacks"] == 0  # no exact tail: every request by rounds
   assert row["batch_ratio"] >= 1 - 1e-6 and row["sequential_ratio"] >= 1 - 1e-6
   assert row["batch_vs_sequential"] == row["batch_s"] / row["sequential_s"] > 0
-  # the full config also times the section in a child pinned to one core: the same runs
-  if result["batch"]["cores"] > 1:
-    (one,) = result["batch"]["one_core_rows"]
+  # the full config also times the section in a child with one XLA thread: the same runs
+  if result["batch"]["xla_threads"] > 1:
+    (one,) = result["batch"]["one_thread_rows"]
     assert {k: one[k] for k in ("rounds", "batch_ratio", "sequential_steps")} == {
         k: row[k] for k in ("rounds", "batch_ratio", "sequential_steps")}
-    (one,) = result["batch"]["one_core_sweep"]
+    (one,) = result["batch"]["one_thread_sweep"]
     assert {k: one[k] for k in same} == {k: swept[k] for k in same}
   saved = json.loads((tmp_path / "results.json").read_text())
   assert "rows" not in saved and "cpp" not in saved
