@@ -285,13 +285,15 @@ def _git(*args: str) -> str | None:
     return None
 
 
-def provenance(module: str, argv: list[str] | None = None) -> dict:
+def provenance(module: str, argv: list[str] | None = None, out: str | None = None) -> dict:
   """Where a result came from: git commit, package versions, device, command line.
 
   Args:
     module: the experiment module's name (``dipper`` for ``experiments.dipper``).
     argv: the arguments the experiment parsed (``None``: ``sys.argv[1:]``, as
       ``python -m`` passes them).
+    out: the run's output folder. Its own files do not make the tree dirty (a run that
+      re-records a committed result changes them before it writes ``results.json``).
 
   Returns:
     ``{"git_commit", "git_dirty", "versions", "backend", "device", "command"}``;
@@ -307,7 +309,12 @@ def provenance(module: str, argv: list[str] | None = None) -> dict:
     except importlib.metadata.PackageNotFoundError:
       versions[pkg] = None
   devices = jax.devices()
-  status = _git("status", "--porcelain", "--untracked-files=no")
+  skip = []
+  if out is not None:
+    rel = os.path.relpath(os.path.abspath(out), _ROOT)
+    if rel != "." and not rel.startswith(os.pardir):
+      skip = ["--", ".", f":(exclude){rel}"]
+  status = _git("status", "--porcelain", "--untracked-files=no", *skip)
   return {"git_commit": _git("rev-parse", "HEAD"),
           "git_dirty": None if status is None else bool(status),
           "versions": versions, "backend": jax.default_backend(),
@@ -403,7 +410,7 @@ def save_json(path: str, result: dict, module: str | None = None,
     What was written.
   """
   if module is not None and "provenance" not in result:
-    result = {**result, "provenance": provenance(module, argv)}
+    result = {**result, "provenance": provenance(module, argv, os.path.dirname(path) or ".")}
   result = compact_results(result, default=default)
   os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
   with open(path, "w") as f:

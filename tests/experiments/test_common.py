@@ -1,6 +1,7 @@
 """experiments.common's writers: curves downsampled to fit 1 MB, provenance recorded."""
 
 import json
+import subprocess
 
 import pytest
 
@@ -41,6 +42,23 @@ def test_save_json_records_provenance(tmp_path):
   assert prov["versions"]["jax"] and prov["device"] and prov["backend"]
   assert "git_commit" in prov
   assert '"x": [1, 2, 3]' in path.read_text()  # number lists on one line
+
+
+def test_provenance_is_dirty_for_code_changes_not_for_the_runs_own_output(tmp_path, monkeypatch):
+  git = lambda *a: subprocess.run(["git", *a], cwd=tmp_path, check=True, capture_output=True)  # noqa: E731
+  out = tmp_path / "docs" / "results" / "m"
+  out.mkdir(parents=True)
+  (out / "results.json").write_text("{}")
+  (tmp_path / "code.py").write_text("x = 1\n")
+  git("init", "-q")
+  git("add", ".")
+  git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "init")
+  monkeypatch.setattr(common, "_ROOT", str(tmp_path))
+  (out / "results.json").write_text('{"new": 1}')  # a re-recorded result
+  assert common.provenance("m", [], str(out))["git_dirty"] is False
+  assert common.provenance("m", [])["git_dirty"] is True
+  (tmp_path / "code.py").write_text("x = 2\n")  # a change to the code
+  assert common.provenance("m", [], str(out))["git_dirty"] is True
 
 
 def test_self_times_subtract_nested_events_per_thread():
