@@ -429,8 +429,9 @@ def _batch_bench(result: dict, record: str = "bench_batch") -> str:
   if one:
     head.append("batch / sequential, one XLA thread")
   threads = sec.get("xla_threads", sec.get("cores"))
-  cores = (f"{sec['cores']} cores, XLA's thread pool of {thousands(threads)} thread"
-           f"{'s' * (threads != 1)}")
+  cores = (f"{sec['cores']} cores" if "cores" in sec else "all cores") + (
+      f", XLA's thread pool of {thousands(threads)} thread{'s' * (threads != 1)}"
+      if threads is not None else "")
   within = lambda rs: f"{sum(r['batch_vs_sequential'] <= 2 for r in rs)} of {len(rs)}"  # noqa: E731
   note = (f" Times and the first ratio: {cores}; the one-thread ratio: the same comparison in a "
           "process on the same cores whose XLA thread pool has one thread (`PJRT_NPROC=1`). "

@@ -628,10 +628,12 @@ def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
                           lambda: scaled_cost(dist, l, inputs.scale0, divisors))
       slack = cost - y_r[:, None] - pr.y_s[l][None, :]
       ok = inputs.eligible[None, :] & ok_row[:, None]
-      # One pass over the rows: each one's minimum eligible slack. Eligible slacks are never
-      # below -1 (the duals stay feasible), so a row has an admissible edge iff it is -1.
+      # Each row's minimum eligible slack (the relabel's), and whether it has an admissible
+      # edge. Not "minimum == -1": in exact arithmetic eligible slacks stay >= -1, but a new
+      # request's dual comes from _initial_dual's cost formula, which float32 may round one
+      # above these costs, so a slack of -2 can occur (tested).
       row_min = jnp.min(jnp.where(ok, slack, _BIG), axis=1)
-      has = ok_row & (row_min == -1)
+      has = ok_row & jnp.any(ok & (slack == -1), axis=1)
 
       def relabel(c: _Round):
         # A relabel round. The round after it works at the same level on the same rows,

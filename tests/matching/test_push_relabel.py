@@ -83,6 +83,34 @@ def test_batch_rounds_reinsert_in_parallel_and_small_gathers_change_nothing(monk
   np.testing.assert_array_equal(state.extra.level, padded.extra.level)
 
 
+def test_cpu_rounds_equal_the_kernel_form_when_float32_leaves_a_slack_of_minus_two(
+    monkeypatch):
+  # A new request's dual comes from _initial_dual's cost formula, ceil(2 n d / (eps omega)),
+  # the rounds' costs from ceil(d * scale0); in float32 these differ by one for this d, so
+  # request 1 starts with an eligible slack of -2 to server 0 and -1 to server 1. The CPU
+  # form must then still propose (to server 1), as the kernel form does.
+  n = 1000
+  omega = np.float32(0.2616121470928192)
+  dist = np.ones((2, n), np.float32)
+  dist[0, n - 1] = omega  # the first request's nearest distance sets omega
+  dist[1, 0] = np.float32(5.2322429837659e-05)  # level-0 cost 3 in _initial_dual, 2 in rounds
+  dist[1, 1] = np.float32(2.5 * 0.2 * float(omega) / (2 * n))  # cost 3 in both
+
+  def run():
+    state = M.init(dist, metric="precomputed")
+    for r in (0, 1):
+      state = M.insert_batch(state, np.array([r], np.int32))
+    return state
+
+  cpu = run()
+  monkeypatch.setattr(push_relabel, "_CPU_FORM", False)
+  kernel = run()
+  assert M.assignment(kernel)[1] == 1
+  np.testing.assert_array_equal(cpu.server_of, kernel.server_of)
+  np.testing.assert_array_equal(cpu.extra.y_r, kernel.extra.y_r)
+  assert int(cpu.extra.rounds) == int(kernel.extra.rounds)
+
+
 def test_exact_tail_uses_only_tail_servers_and_stays_valid():
   servers, requests = _instance(2, 24)
   state = M.init(servers, exact_tail=4)
