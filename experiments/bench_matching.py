@@ -488,6 +488,7 @@ def run_batch_section(cfg: dict) -> dict:
   if cfg["batch_one_thread"] and section["xla_threads"] != 1:
     child = one_thread_section(cfg)
     section["one_thread_rows"] = child["rows"]
+    section["one_thread_xla_threads"] = child["xla_threads"]  # the child's own reading: 1
     if cfg["batch_sweep"]:
       section["one_thread_sweep"] = child["sweep"]
   return section

@@ -91,6 +91,7 @@ def test_batch_section_end_to_end_at_a_tiny_size(tmp_path):
   assert row["batch_vs_sequential"] == row["batch_s"] / row["sequential_s"] > 0
   # the full config also times the section in a child with one XLA thread: the same runs
   if result["batch"]["xla_threads"] > 1:
+    assert result["batch"]["one_thread_xla_threads"] == 1  # PJRT_NPROC=1 reached the child
     (one,) = result["batch"]["one_thread_rows"]
     assert {k: one[k] for k in ("rounds", "batch_ratio", "sequential_steps")} == {
         k: row[k] for k in ("rounds", "batch_ratio", "sequential_steps")}
