@@ -413,6 +413,7 @@ def _batch_bench(result: dict, record: str = "bench_batch") -> str:
   def spread(v: list[float]) -> str:
     return f"{f(float(np.mean(v)))} ({minmax(v)})" if len(v) > 1 else f(v[0])
 
+  counted = all("rows_per_step" in r for r in sec["rows"])  # recorded since the count exists
   for family, n in dict.fromkeys((r["family"], r["n"]) for r in sec["rows"]):
     at = [r for r in sec["rows"] if (r["family"], r["n"]) == (family, n)]
     per = [r["batch_vs_sequential"] for r in at]
@@ -422,8 +423,9 @@ def _batch_bench(result: dict, record: str = "bench_batch") -> str:
     if one:
       per1 = [r["batch_vs_sequential"] for r in one if (r["family"], r["n"]) == (family, n)]
       row.append(spread(per1))
-    rows.append(row + [thousands(mean("rounds")), thousands(mean("fallbacks")),
-                       f"{f(mean('batch_ratio'), 3)} / {f(mean('sequential_ratio'), 3)}"])
+    per_step = ([f(mean("rows_per_step"))] if counted else [])
+    rows.append(row + [thousands(mean("rounds")), thousands(mean("fallbacks"))] + per_step
+                + [f"{f(mean('batch_ratio'), 3)} / {f(mean('sequential_ratio'), 3)}"])
   seeds = len({r["seed"] for r in sec["rows"]})
   head = ["instance", "batch rounds", "sequential", "batch / sequential"]
   if one:
@@ -440,7 +442,14 @@ def _batch_bench(result: dict, record: str = "bench_batch") -> str:
   runs = (f"Median of {sec['repeats']} interleaved runs per mode" if sec["repeats"] > 1
           else "One run per mode")
   over = f", mean (min-max) over {seeds} seeds" if seeds > 1 else f", seed {sec['rows'][0]['seed']}"
-  return ("\n" + table(head + ["rounds", "fallbacks", "cost / OPT (batch / sequential)"], rows)
+  per_step = (["requests read per sequential step"] if counted else [])
+  note += (" Requests read per sequential step: the requests the batch rounds gathered, each "
+           "with its slacks to all n servers (`extra.rows_read`), over the sequential "
+           "algorithm's steps, each of which computes that for one request: about the time ratio "
+           "the batch would reach if its rounds computed each request's slacks as fast as a "
+           "step does." if counted else "")
+  return ("\n" + table(head + ["rounds", "fallbacks"] + per_step
+                       + ["cost / OPT (batch / sequential)"], rows)
           + f"\n\n{runs}{over}; arrivals in chunks of n/{sec['chunks']}, the same for both "
             f"modes.{note} Record: `docs/results/matching_incremental/{record}/`.\n"
           + _batch_sweep(sec, cores))

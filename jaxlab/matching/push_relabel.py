@@ -106,6 +106,7 @@ class PushRelabelState(NamedTuple):
   steps: jax.Array  # int32 pushes + relabels + level moves (+ parallel rounds)
   rounds: jax.Array  # int32 parallel rounds run by insert_batch (re-insertions included)
   fallbacks: jax.Array  # int32 requests that insert_batch placed one at a time (exact tail)
+  rows_read: jax.Array  # int32 requests gathered by insert_batch's rounds (n-wide slacks each)
   tail_servers: jax.Array  # (n,) bool: servers of the exact tail (all False before it)
   overflowed: jax.Array  # bool: top_level="raise" and a dual passed the top level (inserts stop)
 
@@ -200,6 +201,7 @@ def init_extra(cfg: MatchConfig, xp=jnp) -> PushRelabelState:
       steps=xp.zeros((), jnp.int32),
       rounds=xp.zeros((), jnp.int32),
       fallbacks=xp.zeros((), jnp.int32),
+      rows_read=xp.zeros((), jnp.int32),
       tail_servers=xp.zeros((cfg.num_servers,), bool),
       overflowed=xp.zeros((), bool),
   )
@@ -350,6 +352,7 @@ def _reset_doubled(state: MatchState) -> MatchState:
   old = state.extra
   pr = init_extra(cfg)._replace(omega=old.omega * 2, restarts=old.restarts + 1,
                                  steps=old.steps, rounds=old.rounds, fallbacks=old.fallbacks,
+                                 rows_read=old.rows_read,
                                  tail_servers=old.tail_servers, overflowed=old.overflowed)
   return state.replace(
       server_of=jnp.full_like(state.server_of, -1), request_of=jnp.full_like(state.request_of, -1),
@@ -491,6 +494,24 @@ def _gather_widths(width: int) -> tuple[int, ...]:
   return tuple(1 << k for k in range(width.bit_length()) if 1 << k < width) + (width,)
 
 
+# On CPU, for batches wider than _BLOCKED_FROM, a round that gathers more than _BLOCK rows
+# computes its slacks and priorities in blocks of _BLOCK rows, in a loop over the blocks
+# that hold rows: fewer than _BLOCK padded rows are read instead of up to half the power of
+# two the rows are padded to. Narrower batches waste few rows that way and ran slower with
+# the loop (n = 1,000-2,000, widths 50-100), so they keep the powers of two.
+_BLOCK = 16
+_BLOCKED_FROM = 128
+
+
+def _cpu_gather_widths(width: int) -> tuple[int, ...]:
+  """CPU gather widths: those of :func:`_gather_widths`, or for a batch wider than
+  ``_BLOCKED_FROM`` the powers of two up to ``_BLOCK``, then the batch width rounded up to
+  a multiple of ``_BLOCK`` (a blocked round)."""
+  if width <= _BLOCKED_FROM:
+    return _gather_widths(width)
+  return _gather_widths(_BLOCK) + (-(-width // _BLOCK) * _BLOCK,)
+
+
 def _initial_dual(state: MatchState, row: jax.Array) -> jax.Array:
   """``y_0(r) = min(y_max(0), min_s d_0(r, s) + 1 - y_0(s))`` for a new request."""
   cfg, pr = state.config, state.extra
@@ -569,8 +590,21 @@ def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
     rows = jnp.where(pos < width, c.slots[jnp.minimum(pos, width - 1)], cfg.capacity)
     ok_row = rows < cfg.capacity
     rows_c = jnp.minimum(rows, cfg.capacity - 1)
-    dist = jax.vmap(lambda i: distance_row(state, state.requests[i]))(rows_c)
     y_r = pr.y_r[l, rows_c]
+    # A wide gather of a wide batch: on CPU its n-wide work runs in blocks of _BLOCK rows,
+    # and its acceptances per server (n wide) instead of over gather x gather pairs.
+    blocked = width > _BLOCKED_FROM and gather > _BLOCK
+
+    def slack_of(ids: jax.Array, y: jax.Array, level0: bool) -> jax.Array:
+      """``(k, n)`` slacks at level ``l`` of the requests ``ids`` with duals ``y``."""
+      d = jax.vmap(lambda i: distance_row(state, state.requests[i]))(ids)
+      cost = scaled_cost(d, l, inputs.scale0, () if level0 else divisors)
+      return cost - y[:, None] - pr.y_s[l][None, :]
+
+    def at_level(fn):
+      """``fn(level0)`` in a branch per case: most rounds run at level 0, where the chain
+      of divisions is not needed."""
+      return jax.lax.cond(l == 0, lambda: fn(True), lambda: fn(False))
 
     def raise_duals(c: _Round, m: jax.Array) -> tuple[_Round, jax.Array]:
       """Every gathered dual rises by ``m + 1`` (``m``: the minimum eligible slack); also
@@ -590,10 +624,20 @@ def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
       proposing = choice >= 0
       prio = jnp.where(proposing, hash_bits(rows_c.astype(jnp.uint32), *accept_words) | 1,
                        0)
-      rival = (proposing[None, :] & (choice[None, :] == choice[:, None])
-               & ((prio[None, :] > prio[:, None])
-                  | ((prio[None, :] == prio[:, None]) & (rows[None, :] < rows[:, None]))))
-      accepted = proposing & ~jnp.any(rival, axis=1)
+      if not blocked:
+        rival = (proposing[None, :] & (choice[None, :] == choice[:, None])
+                 & ((prio[None, :] > prio[:, None])
+                    | ((prio[None, :] == prio[:, None]) & (rows[None, :] < rows[:, None]))))
+        accepted = proposing & ~jnp.any(rival, axis=1)
+      else:  # per server, n wide, instead of gather x gather pairs
+        n = cfg.num_servers
+        at = jnp.minimum(choice, n - 1)
+        best = jnp.zeros(n, jnp.uint32).at[jnp.where(proposing, choice, n)].max(
+            prio.astype(jnp.uint32), mode="drop")
+        top_prio = proposing & (prio.astype(jnp.uint32) == best[at])
+        lowest = jnp.full(n, cfg.capacity, jnp.int32).at[jnp.where(top_prio, choice, n)].min(
+            rows, mode="drop")
+        accepted = top_prio & (lowest[at] == rows)
       srv = jnp.where(accepted, choice, cfg.num_servers)  # distinct for accepted rows
       evicted = jnp.where(accepted, c.request_of[jnp.minimum(choice, cfg.num_servers - 1)], -1)
       server_of = c.server_of.at[jnp.where(evicted >= 0, evicted, cfg.capacity)].set(
@@ -610,6 +654,7 @@ def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
 
     def kernel_round(c: _Round) -> tuple[_Round, jax.Array]:
       proposal_words, accept_words = key_words(c)
+      dist = jax.vmap(lambda i: distance_row(state, state.requests[i]))(rows_c)
       choice, min_slack = round_proposals(
           dist, y_r, pr.y_s[l], inputs.eligible, ok_row, rows_c, l, inputs.scale0,
           proposal_words, divisors)
@@ -623,17 +668,31 @@ def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
       # column, and the minimum slack, in every round; here the slacks come first, then
       # only what the round's kind uses: the priorities (among admissible edges) when
       # there is an admissible edge, else the minimum slack. The same results.
-      # Most rounds run at level 0, where the chain of divisions is not needed.
-      cost = jax.lax.cond(l == 0, lambda: scaled_cost(dist, l, inputs.scale0, ()),
-                          lambda: scaled_cost(dist, l, inputs.scale0, divisors))
-      slack = cost - y_r[:, None] - pr.y_s[l][None, :]
       ok = inputs.eligible[None, :] & ok_row[:, None]
       # Each row's minimum eligible slack (the relabel's), and whether it has an admissible
       # edge. Not "minimum == -1": in exact arithmetic eligible slacks stay >= -1, but a new
       # request's dual comes from _initial_dual's cost formula, which float32 may round one
       # above these costs, so a slack of -2 can occur (tested).
-      row_min = jnp.min(jnp.where(ok, slack, _BIG), axis=1)
-      has = ok_row & jnp.any(ok & (slack == -1), axis=1)
+      if not blocked:
+        slack = at_level(lambda level0: slack_of(rows_c, y_r, level0))
+        row_min = jnp.min(jnp.where(ok, slack, _BIG), axis=1)
+        has = ok_row & jnp.any(ok & (slack == -1), axis=1)
+      else:
+        # The gathered rows come first (nonzero keeps order): the blocks that hold them.
+        def stats(level0: bool):
+          def block(b, acc):
+            start = b * _BLOCK
+            take = lambda a: jax.lax.dynamic_slice_in_dim(a, start, _BLOCK)  # noqa: E731
+            put = lambda a, x: jax.lax.dynamic_update_slice_in_dim(a, x, start, 0)  # noqa: E731
+            ok_b = inputs.eligible[None, :] & take(ok_row)[:, None]
+            sl = slack_of(take(rows_c), take(y_r), level0)
+            row_min, has = acc
+            return (put(row_min, jnp.min(jnp.where(ok_b, sl, _BIG), axis=1)),
+                    put(has, take(ok_row) & jnp.any(ok_b & (sl == -1), axis=1)))
+          blocks = (jnp.sum(ok_row) + _BLOCK - 1) // _BLOCK
+          return jax.lax.fori_loop(0, blocks, block,
+                                   (jnp.full(gather, _BIG), jnp.zeros(gather, bool)))
+        row_min, has = at_level(stats)
 
       def relabel(c: _Round):
         # A relabel round. The round after it works at the same level on the same rows,
@@ -655,10 +714,8 @@ def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
       # Rows read that stay at this level without an admissible edge wait (body_cpu). A slot
       # whose request is accepted (it had an edge) is cleared here before push refills it.
       c = c._replace(waiting=c.waiting.at[pos].set(ok_row & ~up & ~has, mode="drop"))
-      # The admissible edges of the rows that propose (``has``): slack ``target`` when the
-      # round began (-1, or m before the relabel).
-      adm = ok & has[:, None] & (slack == target)
-
+      # The rows that propose (``has``) choose among their admissible edges: slack
+      # ``target`` when the round began (-1, or m before the relabel).
       def choose(adm_rows: jax.Array, ids: jax.Array) -> jax.Array:
         """Each row's random admissible server (-1 if none): the largest priority, the
         lowest column among equal ones."""
@@ -671,18 +728,42 @@ def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
         arg = jnp.min(jnp.where(prio == best, cols, _BIG), axis=1)
         return jnp.where(best[:, 0] > 0, arg, -1)
 
+      def choose_at(at: jax.Array, valid: jax.Array, level0: bool) -> jax.Array:
+        """``choose`` for the gathered rows ``at`` (``valid`` ones), slacks recomputed."""
+        adm_rows = (inputs.eligible[None, :] & valid[:, None]
+                    & (slack_of(rows_c[at], y_r[at], level0) == target))
+        return choose(adm_rows, rows_c[at])
+
       def proposals(c: _Round) -> _Round:
         # The priorities of the rows with an admissible edge only, when they fit in _FEW.
         if gather <= _FEW:
-          return push(c, choose(adm, rows_c), accept_words)
+          return push(c, choose(ok & has[:, None] & (slack == target), rows_c), accept_words)
 
         def few(_):
           sel = jnp.nonzero(has, size=_FEW, fill_value=gather)[0]
           at = jnp.minimum(sel, gather - 1)
-          sub = choose(adm[at] & (sel < gather)[:, None], rows_c[at])
+          if blocked:
+            sub = at_level(functools.partial(choose_at, at, sel < gather))
+          else:
+            sub = choose(ok[at] & (sel < gather)[:, None] & (slack[at] == target), rows_c[at])
           return jnp.full(gather, -1, jnp.int32).at[sel].set(sub, mode="drop")
 
-        choice = jax.lax.cond(jnp.sum(has) <= _FEW, few, lambda _: choose(adm, rows_c), None)
+        def many(_):
+          if not blocked:
+            return choose(ok & has[:, None] & (slack == target), rows_c)
+          # The proposing rows first, in blocks.
+          order = jnp.nonzero(has, size=gather, fill_value=gather)[0]
+
+          def run(level0: bool):
+            def block(b, choice):
+              sel = jax.lax.dynamic_slice_in_dim(order, b * _BLOCK, _BLOCK)
+              sub = choose_at(jnp.minimum(sel, gather - 1), sel < gather, level0)
+              return choice.at[sel].set(sub, mode="drop")
+            blocks = (jnp.sum(has) + _BLOCK - 1) // _BLOCK
+            return jax.lax.fori_loop(0, blocks, block, jnp.full(gather, -1, jnp.int32))
+          return at_level(run)
+
+        choice = jax.lax.cond(jnp.sum(has) <= _FEW, few, many, None)
         return push(c, choice, accept_words)
 
       proposed = jnp.any(has)
@@ -694,7 +775,8 @@ def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
     else:
       c, ran = (jax.lax.platform_dependent(c, cpu=cpu_round, default=kernel_round)
                 if _CPU_FORM else kernel_round(c))
-    return c._replace(rounds=c.rounds + ran, pr=c.pr._replace(steps=c.pr.steps + ran))
+    return c._replace(rounds=c.rounds + ran, pr=c.pr._replace(
+        steps=c.pr.steps + ran, rows_read=c.pr.rows_read + jnp.sum(ok_row, dtype=jnp.int32)))
 
   # A round's work is (rows gathered) x n. Late in a batch few requests are free (eviction
   # chains), so a round gathers into the smallest power of two (or the batch width) that
@@ -703,14 +785,17 @@ def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
   # the branches (one copy per width); the rest is computed once per round.
   widths = _gather_widths(width)
 
-  def gathered(c: _Round, inputs: _RoundInputs, mask: jax.Array, **kw) -> _Round:
+  def gathered(c: _Round, inputs: _RoundInputs, mask: jax.Array, widths=widths,
+               **kw) -> _Round:
     """:func:`round_at` with the narrowest gather width that holds the slots of ``mask``."""
     if len(widths) == 1:
-      return round_at(c, inputs, width, **kw)
+      return round_at(c, inputs, widths[0], **kw)
     num = jnp.sum(mask)
     which = sum((num > b).astype(jnp.int32) for b in widths[:-1])
     return jax.lax.switch(which, [functools.partial(round_at, gather=b, **kw) for b in widths],
                           c, inputs)
+
+  cpu_widths = _cpu_gather_widths(width)
 
   def body_all(c: _Round) -> _Round:
     """A round over every free request of the lowest level (and on CPU, after a relabel,
@@ -732,10 +817,11 @@ def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
     l = inputs.level
     c = c._replace(waiting=c.waiting & (c.wait_level == l), wait_level=l)
     active = inputs.here & ~c.waiting
-    tried = jax.lax.cond(jnp.any(active),
-                         lambda c: gathered(c, inputs, active, active=active), lambda c: c, c)
+    tried = jax.lax.cond(
+        jnp.any(active), lambda c: gathered(c, inputs, active, cpu_widths, active=active),
+        lambda c: c, c)
     return jax.lax.cond(tried.rounds > c.rounds, lambda t: t,
-                        lambda t: gathered(t, inputs, inputs.here), tried)
+                        lambda t: gathered(t, inputs, inputs.here, cpu_widths), tried)
 
   def body(c: _Round) -> _Round:
     # A key block covers this step's rounds (at most two: a relabel and the round after it).
@@ -768,7 +854,10 @@ def insert_batch_push_relabel(state: MatchState, requests: jax.Array) -> MatchSt
   1 - y_0(s))``. After the rounds the omega check runs; if it fails, omega
   doubles and every request is re-inserted in arrival order by the same parallel
   rounds, ``len(requests)`` at a time (:func:`_rounds_batch`), until the check
-  holds. ``extra.rounds`` counts every round, re-insertions included. With
+  holds. ``extra.rounds`` counts every round, re-insertions included, and
+  ``extra.rows_read`` the requests whose slacks to every server the rounds computed
+  (each request each time a round gathers it; padding excluded), the work a
+  sequential step does for one request. With
   ``exact_tail`` the requests past the tail start are inserted one by one, the
   only sequential fallback (counted in ``extra.fallbacks``).
 

@@ -67,6 +67,18 @@ def test_batch_rounds_reinsert_in_parallel_and_small_gathers_change_nothing(monk
   assert rounds[1] > rounds[0] > 0
   M.check_invariants(state)
   assert 1.0 <= float(M.cost(state)) / M.optimal_cost(requests, servers) < 1.10
+  # A wide batch's wide gathers run in blocks of rows, their acceptances per server (CPU,
+  # batches wider than _BLOCKED_FROM; made small here so that this batch takes that path):
+  # the same trajectory and the same requests read.
+  monkeypatch.setattr(push_relabel, "_BLOCKED_FROM", 8)
+  monkeypatch.setattr(push_relabel, "_BLOCK", 4)
+  blocked, blocked_rounds = run()
+  assert blocked_rounds == rounds
+  for a, b in zip(jax.tree.leaves(state), jax.tree.leaves(blocked), strict=True):
+    np.testing.assert_array_equal(a, b)
+  assert int(state.extra.rows_read) >= int(state.extra.rounds) // 2 > 0
+  monkeypatch.undo()
+  monkeypatch.setattr(push_relabel, "_place", sequential)
   # A round gathers its free requests into the smallest power of two that holds them, and
   # on CPU computes the priorities only in rounds with an admissible edge and runs the round
   # after a relabel in the same loop step, on the same rows (speed-ups): the trajectory
@@ -81,6 +93,20 @@ def test_batch_rounds_reinsert_in_parallel_and_small_gathers_change_nothing(monk
   np.testing.assert_array_equal(state.extra.y_r, padded.extra.y_r)
   np.testing.assert_array_equal(state.extra.y_s, padded.extra.y_s)
   np.testing.assert_array_equal(state.extra.level, padded.extra.level)
+
+
+def test_rows_read_counts_the_requests_the_rounds_gather():
+  # Each request sits on its own server: its initial dual makes that edge admissible, so one
+  # round reads both requests and both are accepted.
+  servers = np.array([[0.0, 0.0], [10.0, 0.0]], np.float32)
+  state = M.insert_batch(M.init(servers), servers.copy())
+  assert M.assignment(state).tolist() == [0, 1]
+  assert (int(state.extra.rounds), int(state.extra.rows_read)) == (1, 2)
+  # Both on server 0: one wins the first round; the other needs a relabel before it can
+  # propose again, so the rounds read more requests than the batch holds.
+  state = M.insert_batch(M.init(servers), np.zeros((2, 2), np.float32))
+  assert int(state.extra.rows_read) > 2 and int(state.extra.rounds) >= 3
+  assert sorted(M.assignment(state).tolist()) == [0, 1]
 
 
 def test_cpu_rounds_equal_the_kernel_form_when_float32_leaves_a_slack_of_minus_two(
