@@ -522,6 +522,10 @@ def _cpp_values(section: dict) -> dict[str, str]:
                        f"{steps_at('cpp_official')}; the C++ on flat arrays "
                        f"{steps_at('cpp_flat')}"),
       "cpp_host": f"{100 * main['ours_default_host_s'] / main['ours_default_s']:.1f}%",
+      # The CPU rounds' blocking constants, from the code (not a measurement).
+      "cpu_blocked_from": str(importlib.import_module("jaxlab.matching.push_relabel")
+                              ._BLOCKED_FROM),
+      "cpu_block": str(importlib.import_module("jaxlab.matching.push_relabel")._BLOCK),
       "cpp_ops": (f"{f(trace['ops_per_step'], 0)} compiled ops per step, "
                   f"{f(copies['per_step'], 0)} of them copies writing "
                   f"{g(copies['bytes_per_step'] / main['n'], 3)} bytes per server"
