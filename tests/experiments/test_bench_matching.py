@@ -82,19 +82,23 @@ def test_batch_section_end_to_end_at_a_tiny_size(tmp_path):
   # the sweep over batch widths (on in the full config) at the default width 40 / 20 = 2:
   # the same instance and chunks, so the same rounds and matching
   (swept,) = result["batch"]["sweep"]
-  same = ("family", "n", "seed", "chunk", "rounds", "batch_ratio", "sequential_steps")
+  same = ("family", "n", "seed", "chunk", "rounds", "batch_ratio", "sequential_steps",
+          "rows_read")
   assert {k: swept[k] for k in same} == {k: row[k] for k in same}
   assert (row["family"], row["n"], row["chunk"]) == ("clustered", 40, 2)
   assert row["batch_inserted"] == row["sequential_inserted"] == 40
   assert row["rounds"] > 0 and row["fallbacks"] == 0  # no exact tail: every request by rounds
+  # every round gathers at least one request; the record divides by the sequential steps
+  assert row["rows_read"] * 2 >= row["rounds"] > 0
+  assert row["rows_per_step"] == row["rows_read"] / row["sequential_steps"]
   assert row["batch_ratio"] >= 1 - 1e-6 and row["sequential_ratio"] >= 1 - 1e-6
   assert row["batch_vs_sequential"] == row["batch_s"] / row["sequential_s"] > 0
   # the full config also times the section in a child with one XLA thread: the same runs
   if result["batch"]["xla_threads"] > 1:
     assert result["batch"]["one_thread_xla_threads"] == 1  # PJRT_NPROC=1 reached the child
     (one,) = result["batch"]["one_thread_rows"]
-    assert {k: one[k] for k in ("rounds", "batch_ratio", "sequential_steps")} == {
-        k: row[k] for k in ("rounds", "batch_ratio", "sequential_steps")}
+    assert {k: one[k] for k in ("rounds", "batch_ratio", "sequential_steps", "rows_read")} == {
+        k: row[k] for k in ("rounds", "batch_ratio", "sequential_steps", "rows_read")}
     (one,) = result["batch"]["one_thread_sweep"]
     assert {k: one[k] for k in same} == {k: swept[k] for k in same}
   saved = json.loads((tmp_path / "results.json").read_text())
