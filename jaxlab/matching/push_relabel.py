@@ -591,8 +591,9 @@ def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
     ok_row = rows < cfg.capacity
     rows_c = jnp.minimum(rows, cfg.capacity - 1)
     y_r = pr.y_r[l, rows_c]
-    # A wide gather of a wide batch: on CPU its n-wide work runs in blocks of _BLOCK rows,
-    # and its acceptances per server (n wide) instead of over gather x gather pairs.
+    # A wide gather of a wide batch: on CPU (cpu_round only) its n-wide work runs in blocks
+    # of _BLOCK rows, and its acceptances per server (n wide) instead of over gather x gather
+    # pairs. The kernel form (kernel_round) keeps the pairs.
     blocked = width > _BLOCKED_FROM and gather > _BLOCK
 
     def slack_of(ids: jax.Array, y: jax.Array, level0: bool) -> jax.Array:
@@ -617,14 +618,14 @@ def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
       level = c.pr.level.at[up_idx].add(1, mode="drop")
       return c._replace(pr=c.pr._replace(y_r=y_r, level=level)), up
 
-    def push(c: _Round, choice: jax.Array, accept_words) -> _Round:
+    def push(c: _Round, choice: jax.Array, accept_words, per_server: bool = False) -> _Round:
       # Each chosen server accepts the proposer with the largest random priority; equal
       # priorities go to the lowest request id, so exactly one wins. Pairwise over the
       # gathered rows (gather x gather), not per server: nothing n-wide.
       proposing = choice >= 0
       prio = jnp.where(proposing, hash_bits(rows_c.astype(jnp.uint32), *accept_words) | 1,
                        0)
-      if not blocked:
+      if not per_server:
         rival = (proposing[None, :] & (choice[None, :] == choice[:, None])
                  & ((prio[None, :] > prio[:, None])
                     | ((prio[None, :] == prio[:, None]) & (rows[None, :] < rows[:, None]))))
@@ -737,7 +738,8 @@ def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
       def proposals(c: _Round) -> _Round:
         # The priorities of the rows with an admissible edge only, when they fit in _FEW.
         if gather <= _FEW:
-          return push(c, choose(ok & has[:, None] & (slack == target), rows_c), accept_words)
+          return push(c, choose(ok & has[:, None] & (slack == target), rows_c), accept_words,
+                      blocked)
 
         def few(_):
           sel = jnp.nonzero(has, size=_FEW, fill_value=gather)[0]
@@ -764,7 +766,7 @@ def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
           return at_level(run)
 
         choice = jax.lax.cond(jnp.sum(has) <= _FEW, few, many, None)
-        return push(c, choice, accept_words)
+        return push(c, choice, accept_words, blocked)
 
       proposed = jnp.any(has)
       c = jax.lax.cond(proposed, proposals, lambda c: c, c)
@@ -855,9 +857,11 @@ def insert_batch_push_relabel(state: MatchState, requests: jax.Array) -> MatchSt
   doubles and every request is re-inserted in arrival order by the same parallel
   rounds, ``len(requests)`` at a time (:func:`_rounds_batch`), until the check
   holds. ``extra.rounds`` counts every round, re-insertions included, and
-  ``extra.rows_read`` the requests whose slacks to every server the rounds computed
-  (each request each time a round gathers it; padding excluded), the work a
-  sequential step does for one request. With
+  ``extra.rows_read`` the requests the rounds gathered, each to compute its slacks
+  to every server (the work a sequential step does for one request), each time it
+  is gathered, padding excluded. On CPU a loop step may gather twice (the requests
+  that may propose, then every one of the level for a relabel), and a wide batch
+  computes its proposing requests' slacks once more to choose (not counted). With
   ``exact_tail`` the requests past the tail start are inserted one by one, the
   only sequential fallback (counted in ``extra.fallbacks``).
 
