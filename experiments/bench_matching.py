@@ -421,12 +421,13 @@ def write_cpp_csv(path: str, section: dict) -> None:
 BATCH_CHUNKS = 20  # arrivals in chunks of n / 20, one batch each (as matching_incremental)
 
 
-def batch_runner(step, servers, requests, metric: str, chunk: int):
+def batch_runner(step, servers, requests, metric: str, chunk: int, **options):
   """Compiles ``step`` (``M.insert_batch`` or ``M.insert_many``) on one chunk; returns a
-  function that times all chunks from an empty state: ``(seconds, state)``."""
+  function that times all chunks from an empty state (``M.init`` with ``options``):
+  ``(seconds, state)``."""
 
   def once(reqs=requests):
-    state = jax.block_until_ready(M.init(servers, metric=metric))
+    state = jax.block_until_ready(M.init(servers, metric=metric, **options))
     start = time.perf_counter()
     for i in range(0, len(reqs), chunk):
       state = step(state, reqs[i:i + chunk])
@@ -437,13 +438,16 @@ def batch_runner(step, servers, requests, metric: str, chunk: int):
   return once
 
 
-def bench_batch(family: str, n: int, seed: int, repeats: int, chunk: int | None = None) -> dict:
+def bench_batch(family: str, n: int, seed: int, repeats: int, chunk: int | None = None,
+                batch_relabel: str = "global") -> dict:
   """One instance: batch and sequential runs interleaved, median of ``repeats`` each, arrivals
-  in chunks of ``chunk`` (default n / ``BATCH_CHUNKS``)."""
+  in chunks of ``chunk`` (default n / ``BATCH_CHUNKS``); ``batch_relabel``: the rounds'
+  relabel rule (``M.init``'s option; the sequential algorithm does not use it)."""
   chunk = chunk or n // BATCH_CHUNKS
   servers, requests, metric = make_instance(family, n, seed)
   opt = M.optimal_cost(requests, servers, metric)
-  runners = {"batch": batch_runner(M.insert_batch, servers, requests, metric, chunk),
+  runners = {"batch": batch_runner(M.insert_batch, servers, requests, metric, chunk,
+                                   batch_relabel=batch_relabel),
              "sequential": batch_runner(M.insert_many, servers, requests, metric, chunk)}
   runs = {name: [] for name in runners}
   for _ in range(repeats):
@@ -482,14 +486,16 @@ def run_batch_section(cfg: dict) -> dict:
   bad = [w for w in cfg["batch_widths"] if w < 1 or n % w]
   if cfg["batch_sweep"] and bad:
     raise ValueError(f"batch_widths must divide the first batch_n ({n}), got {bad}")
-  rows = [bench_batch(family, n, seed, cfg["batch_repeats"])
+  relabel = cfg["batch_relabel"]
+  rows = [bench_batch(family, n, seed, cfg["batch_repeats"], batch_relabel=relabel)
           for family in cfg["batch_families"] for n in cfg["batch_n"]
           for seed in range(cfg["batch_seeds"])]
   section = {"repeats": cfg["batch_repeats"], "chunks": BATCH_CHUNKS, "rows": rows,
-             "cores": len(os.sched_getaffinity(0)), "xla_threads": xla_threads()}
+             "cores": len(os.sched_getaffinity(0)), "xla_threads": xla_threads(),
+             "batch_relabel": relabel}
   if cfg["batch_sweep"]:
-    section["sweep"] = [bench_batch(family, n, 0, cfg["batch_repeats"], chunk=w)
-                        for w in cfg["batch_widths"]]
+    section["sweep"] = [bench_batch(family, n, 0, cfg["batch_repeats"], chunk=w,
+                                    batch_relabel=relabel) for w in cfg["batch_widths"]]
   if cfg["batch_one_thread"] and section["xla_threads"] != 1:
     child = one_thread_section(cfg)
     section["one_thread_rows"] = child["rows"]
@@ -525,7 +531,8 @@ def one_thread_section(cfg: dict) -> dict:
           "--batch-repeats", str(cfg["batch_repeats"]), "--batch-seeds", str(cfg["batch_seeds"]),
           "--batch-n", *map(str, cfg["batch_n"]), "--batch-families", *cfg["batch_families"],
           "--batch-sweep" if cfg["batch_sweep"] else "--no-batch-sweep",
-          "--batch-widths", *map(str, cfg["batch_widths"])]
+          "--batch-widths", *map(str, cfg["batch_widths"]),
+          "--batch-relabel", cfg["batch_relabel"]]
   with tempfile.TemporaryDirectory() as out:
     subprocess.run([sys.executable, "-m", "experiments.bench_matching", *argv, "--out", out],
                    check=True, env=dict(os.environ, PJRT_NPROC="1"))
@@ -535,7 +542,8 @@ def one_thread_section(cfg: dict) -> dict:
 
 def print_batch(section: dict) -> None:
   print(f"batch rounds (insert_batch, chunks of n/{section['chunks']}) vs sequential "
-        f"(insert_many, same chunks); median of {section['repeats']} interleaved runs")
+        f"(insert_many, same chunks); median of {section['repeats']} interleaved runs; "
+        f"relabel rule {section.get('batch_relabel', 'global')}")
   here = f"{section.get('cores', '?')} cores, {section.get('xla_threads', '?')} XLA threads"
   runs = [(here, section["rows"])]
   if section.get("one_thread_rows"):
@@ -620,11 +628,13 @@ CONFIGS = {
                  cpp_probe_n=[32, 256], cpp_opt="-O2", trace_steps=2000,
                  batch_n=[1000, 2000], batch_seeds=2, batch_repeats=3,
                  batch_families=["uniform", "clustered"], batch_one_thread=True,
-                 batch_sweep=True, batch_widths=[10, 25, 50, 100, 200]),
+                 batch_sweep=True, batch_widths=[10, 25, 50, 100, 200],
+                 batch_relabel="global"),
     "quick": dict(n=[1000], cpp_n=[500], cpp_seeds=2, cpp_repeats=3, cpp_probe_n=[32, 128],
                   cpp_opt="-O2", trace_steps=2000, batch_n=[500], batch_seeds=1, batch_repeats=3,
                   batch_families=["uniform", "clustered"], batch_one_thread=False,
-                  batch_sweep=False, batch_widths=[10, 25, 50, 100, 250]),
+                  batch_sweep=False, batch_widths=[10, 25, 50, 100, 250],
+                  batch_relabel="global"),
 }
 SECTIONS = ("anchors", "cpp", "batch", "all")
 
@@ -646,8 +656,10 @@ def cli() -> ExperimentCLI:
       "batch_one_thread": "also time the batch section in a child process with one XLA thread "
                           "(PJRT_NPROC=1)",
       "batch_sweep": "also compare at each of batch_widths (first family and size, seed 0)",
-      "batch_widths": "batch widths of the sweep (each must divide the first batch_n)"},
-      choices={"batch_families": FAMILIES})
+      "batch_widths": "batch widths of the sweep (each must divide the first batch_n)",
+      "batch_relabel": "the rounds' relabel rule: global (the paper's) or own (each request "
+                       "by its own minimum slack; not the paper's)"},
+      choices={"batch_families": FAMILIES, "batch_relabel": ("global", "own")})
   c.parser.add_argument("--section", choices=SECTIONS, default="anchors",
                         help="anchors (exact vs numpy and scipy; the default), cpp "
                              "(push-relabel vs the official C++), batch (push-relabel's "

@@ -439,6 +439,9 @@ def _batch_bench(result: dict, record: str = "bench_batch") -> str:
           "process on the same cores whose XLA thread pool has one thread (`PJRT_NPROC=1`). "
           f"Runs with batch within 2x of sequential: {within(sec['rows'])} with the default "
           f"pool, {within(one)} with one thread." if one else f" Times on {cores}.")
+  if sec.get("batch_relabel", "global") == "own":
+    note += (" Relabel rule: each free request of the level rises by its own minimum slack + 1 "
+             "(`batch_relabel=\"own\"`, not the paper's rule).")
   runs = (f"Median of {sec['repeats']} interleaved runs per mode" if sec["repeats"] > 1
           else "One run per mode")
   over = f", mean (min-max) over {seeds} seeds" if seeds > 1 else f", seed {sec['rows'][0]['seed']}"

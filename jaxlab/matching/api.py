@@ -66,7 +66,7 @@ def _compiled(fn):
 
 
 _PUSH_RELABEL_OPTIONS = ("delta", "eps", "levels", "exact_tail", "seed", "omega_init",
-                         "cost_dtype", "top_level")
+                         "cost_dtype", "top_level", "batch_relabel")
 
 
 def init(
@@ -107,7 +107,11 @@ def init(
         no-op: check the flag, or ``num_inserted``, after inserting).
 
       ``insert_batch`` (parallel rounds) accepts only the defaults of
-      ``cost_dtype`` and ``top_level``.
+      ``cost_dtype`` and ``top_level``. Its relabel round raises every free
+      request of the level by their minimum slack + 1 (the paper's rule);
+      ``batch_relabel="own"`` raises each by its own minimum slack + 1 instead
+      (not the paper's; duals stay 1-feasible, and every request raised then
+      has an admissible edge, so fewer relabels read the same requests again).
 
   Returns:
     A :class:`MatchState`.

@@ -154,6 +154,7 @@ _CHOICES = {
     "omega_init": ("nearest", "one"),
     "cost_dtype": ("float32", "float64"),
     "top_level": ("stay", "raise"),
+    "batch_relabel": ("global", "own"),
 }
 
 
@@ -608,8 +609,9 @@ def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
       return jax.lax.cond(l == 0, lambda: fn(True), lambda: fn(False))
 
     def raise_duals(c: _Round, m: jax.Array) -> tuple[_Round, jax.Array]:
-      """Every gathered dual rises by ``m + 1`` (``m``: the minimum eligible slack); also
-      returns which gathered rows crossed ``y_max(l)`` and moved up."""
+      """Every gathered dual rises by ``m + 1`` (``m``: the minimum eligible slack, or per
+      row its own with ``batch_relabel="own"``); also returns which gathered rows crossed
+      ``y_max(l)`` and moved up."""
       idx = jnp.where(ok_row, rows, cfg.capacity)
       y_r = c.pr.y_r.at[l, idx].add(m + 1, mode="drop")
       up = ok_row & (y_r[l, rows_c].astype(jnp.float32) >= y_max[l]) & (l < top)
@@ -659,7 +661,8 @@ def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
       choice, min_slack = round_proposals(
           dist, y_r, pr.y_s[l], inputs.eligible, ok_row, rows_c, l, inputs.scale0,
           proposal_words, divisors)
-      m = jnp.min(jnp.where(ok_row, min_slack, _BIG))
+      m = (jnp.min(jnp.where(ok_row, min_slack, _BIG)) if cfg.batch_relabel == "global"
+           else min_slack)
       c = jax.lax.cond(jnp.any(choice >= 0), lambda c: push(c, choice, accept_words),
                        lambda c: raise_duals(c, m)[0], c)
       return c, jnp.int32(1)
@@ -701,22 +704,26 @@ def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
         # changes no server, so no eligibility), with every slack lowered by m + 1: its
         # admissible edges are the minimum-slack edges of the rows that stayed. So it runs
         # in this loop step, with its own key, and saves a gather: the same two rounds.
-        m = jnp.min(row_min)
+        # With batch_relabel="own" each row rises by its own minimum slack + 1 instead, and
+        # then every row that stayed proposes along its minimum-slack edges.
+        m = jnp.min(row_min) if cfg.batch_relabel == "global" else row_min
         c, up = raise_duals(c, m)
+        m = jnp.broadcast_to(m, (gather,))
         return c, ok_row & ~up & (row_min == m), up, jnp.int32(1), m
 
       no_up = jnp.zeros(gather, bool)
+      minus_one = jnp.full(gather, -1, jnp.int32)
       if active is None:
         c, has, up, relabeled, target = jax.lax.cond(
-            jnp.any(has), lambda c: (c, has, no_up, jnp.int32(0), jnp.int32(-1)), relabel, c)
+            jnp.any(has), lambda c: (c, has, no_up, jnp.int32(0), minus_one), relabel, c)
       else:
-        up, relabeled, target = no_up, jnp.int32(0), jnp.int32(-1)
+        up, relabeled, target = no_up, jnp.int32(0), minus_one
       proposal_words, accept_words = key_words(c, relabeled)
       # Rows read that stay at this level without an admissible edge wait (body_cpu). A slot
       # whose request is accepted (it had an edge) is cleared here before push refills it.
       c = c._replace(waiting=c.waiting.at[pos].set(ok_row & ~up & ~has, mode="drop"))
       # The rows that propose (``has``) choose among their admissible edges: slack
-      # ``target`` when the round began (-1, or m before the relabel).
+      # ``target`` (per row) when the round began (-1, or m before the relabel).
       def choose(adm_rows: jax.Array, ids: jax.Array) -> jax.Array:
         """Each row's random admissible server (-1 if none): the largest priority, the
         lowest column among equal ones."""
@@ -732,14 +739,14 @@ def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
       def choose_at(at: jax.Array, valid: jax.Array, level0: bool) -> jax.Array:
         """``choose`` for the gathered rows ``at`` (``valid`` ones), slacks recomputed."""
         adm_rows = (inputs.eligible[None, :] & valid[:, None]
-                    & (slack_of(rows_c[at], y_r[at], level0) == target))
+                    & (slack_of(rows_c[at], y_r[at], level0) == target[at][:, None]))
         return choose(adm_rows, rows_c[at])
 
       def proposals(c: _Round) -> _Round:
         # The priorities of the rows with an admissible edge only, when they fit in _FEW.
         if gather <= _FEW:
-          return push(c, choose(ok & has[:, None] & (slack == target), rows_c), accept_words,
-                      blocked)
+          return push(c, choose(ok & has[:, None] & (slack == target[:, None]), rows_c),
+                      accept_words, blocked)
 
         def few(_):
           sel = jnp.nonzero(has, size=_FEW, fill_value=gather)[0]
@@ -747,12 +754,13 @@ def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
           if blocked:
             sub = at_level(functools.partial(choose_at, at, sel < gather))
           else:
-            sub = choose(ok[at] & (sel < gather)[:, None] & (slack[at] == target), rows_c[at])
+            sub = choose(ok[at] & (sel < gather)[:, None]
+                         & (slack[at] == target[at][:, None]), rows_c[at])
           return jnp.full(gather, -1, jnp.int32).at[sel].set(sub, mode="drop")
 
         def many(_):
           if not blocked:
-            return choose(ok & has[:, None] & (slack == target), rows_c)
+            return choose(ok & has[:, None] & (slack == target[:, None]), rows_c)
           # The proposing rows first, in blocks.
           order = jnp.nonzero(has, size=gather, fill_value=gather)[0]
 

@@ -35,6 +35,10 @@ class MatchConfig:
     top_level: what push-relabel does when a request's dual reaches ``y_max``
       at the top level: "stay" (default: it stays there) or "raise" (the C++
       code exits; here the insertion is undone and ``extra.overflowed`` set).
+    batch_relabel: how ``insert_batch``'s relabel round raises the free
+      requests of its level: "global" (default, the paper's: all by the
+      minimum slack among them, + 1) or "own" (not the paper's: each by its
+      own minimum slack + 1, as a sequential relabel does).
   """
 
   algorithm: str
@@ -50,6 +54,7 @@ class MatchConfig:
   omega_init: str = "nearest"
   cost_dtype: str = "float32"
   top_level: str = "stay"
+  batch_relabel: str = "global"
 
 
 @struct.dataclass

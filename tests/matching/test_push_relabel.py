@@ -95,6 +95,39 @@ def test_batch_rounds_reinsert_in_parallel_and_small_gathers_change_nothing(monk
   np.testing.assert_array_equal(state.extra.level, padded.extra.level)
 
 
+def test_own_relabel_equals_its_kernel_form_and_stays_feasible(monkeypatch):
+  # batch_relabel="own" (not the paper's): a relabel raises each free request of the level
+  # by its own minimum slack + 1. The CPU rounds and the kernel form (round_proposals'
+  # reference, whose per-row minimum slacks are computed independently) give the same
+  # trajectory; the duals stay 1-feasible and the cost near the optimum.
+  servers, requests = _instance(3, 60)
+
+  def run():
+    insert_batch = jax.jit(lambda s, r: push_relabel.insert_batch_push_relabel(s, r))
+    state = M.init(servers, batch_relabel="own")
+    for i in (0, 30):
+      state = insert_batch(state, requests[i:i + 30])
+    return state
+
+  own = run()
+  M.check_invariants(own)
+  assert 1.0 <= float(M.cost(own)) / M.optimal_cost(requests, servers) < 1.10
+  monkeypatch.setattr(push_relabel, "_CPU_FORM", False)
+  kernel = run()
+  assert int(own.extra.rounds) == int(kernel.extra.rounds)
+  np.testing.assert_array_equal(own.server_of, kernel.server_of)
+  np.testing.assert_array_equal(own.extra.y_r, kernel.extra.y_r)
+  np.testing.assert_array_equal(own.extra.y_s, kernel.extra.y_s)
+  monkeypatch.undo()
+  # The rule matters: the paper's rounds differ on this instance.
+  paper = M.init(servers)
+  for i in (0, 30):
+    paper = M.insert_batch(paper, requests[i:i + 30])
+  assert int(paper.extra.rounds) != int(own.extra.rounds)
+  with pytest.raises(ValueError, match="batch_relabel must be one of"):
+    M.init(servers, batch_relabel="mine")
+
+
 def test_rows_read_counts_the_requests_the_rounds_gather():
   # Each request sits on its own server: its initial dual makes that edge admissible, so one
   # round reads both requests and both are accepted.
