@@ -629,6 +629,10 @@ def matching_incremental() -> dict[str, str]:
       "batch_bench_10k_one_thread": _batch_bench(
           load("matching_incremental", "bench_batch_10k_one_thread"),
           "bench_batch_10k_one_thread"),
+      "batch_bench_own": _batch_bench(load("matching_incremental", "bench_batch_own"),
+                                      "bench_batch_own"),
+      "batch_bench_10k_own": _batch_bench(load("matching_incremental", "bench_batch_10k_own"),
+                                          "bench_batch_10k_own"),
   }
 
 
