@@ -107,11 +107,13 @@ def init(
         no-op: check the flag, or ``num_inserted``, after inserting).
 
       ``insert_batch`` (parallel rounds) accepts only the defaults of
-      ``cost_dtype`` and ``top_level``. Its relabel round raises every free
-      request of the level by their minimum slack + 1 (the paper's rule);
-      ``batch_relabel="own"`` raises each by its own minimum slack + 1 instead
-      (not the paper's; duals stay 1-feasible, and every request raised then
-      has an admissible edge, so fewer relabels read the same requests again).
+      ``cost_dtype`` and ``top_level``, and one more option,
+      ``batch_relabel``: "global" (default, the paper's rule: a relabel round
+      raises every free request of the level by the minimum slack among them,
+      + 1) or "own" (not the paper's: each by its own minimum slack + 1, as a
+      sequential relabel does; duals stay 1-feasible, and every raised request
+      that stays at the level then has an admissible edge, so fewer relabels
+      read the same requests again).
 
   Returns:
     A :class:`MatchState`.

@@ -661,8 +661,8 @@ def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
       choice, min_slack = round_proposals(
           dist, y_r, pr.y_s[l], inputs.eligible, ok_row, rows_c, l, inputs.scale0,
           proposal_words, divisors)
-      m = (jnp.min(jnp.where(ok_row, min_slack, _BIG)) if cfg.batch_relabel == "global"
-           else min_slack)
+      m = (min_slack if cfg.batch_relabel == "own"
+           else jnp.min(jnp.where(ok_row, min_slack, _BIG)))
       c = jax.lax.cond(jnp.any(choice >= 0), lambda c: push(c, choice, accept_words),
                        lambda c: raise_duals(c, m)[0], c)
       return c, jnp.int32(1)
@@ -706,7 +706,7 @@ def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
         # in this loop step, with its own key, and saves a gather: the same two rounds.
         # With batch_relabel="own" each row rises by its own minimum slack + 1 instead, and
         # then every row that stayed proposes along its minimum-slack edges.
-        m = jnp.min(row_min) if cfg.batch_relabel == "global" else row_min
+        m = row_min if cfg.batch_relabel == "own" else jnp.min(row_min)
         c, up = raise_duals(c, m)
         m = jnp.broadcast_to(m, (gather,))
         return c, ok_row & ~up & (row_min == m), up, jnp.int32(1), m
@@ -879,6 +879,9 @@ def insert_batch_push_relabel(state: MatchState, requests: jax.Array) -> MatchSt
   code: a ValueError otherwise.
   """
   cfg = state.config
+  if cfg.batch_relabel not in _CHOICES["batch_relabel"]:
+    raise ValueError(f"batch_relabel must be one of {_CHOICES['batch_relabel']}, "
+                     f"got {cfg.batch_relabel!r}")
   if cfg.cost_dtype != "float32" or cfg.top_level != "stay":
     raise ValueError(
         "insert_batch (the parallel rounds) supports cost_dtype='float32' and top_level='stay' "

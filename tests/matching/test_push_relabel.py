@@ -112,12 +112,18 @@ def test_own_relabel_equals_its_kernel_form_and_stays_feasible(monkeypatch):
   own = run()
   M.check_invariants(own)
   assert 1.0 <= float(M.cost(own)) / M.optimal_cost(requests, servers) < 1.10
+  # the blocked CPU path of wide batches (its constants made small), then the kernel form
+  monkeypatch.setattr(push_relabel, "_BLOCKED_FROM", 8)
+  monkeypatch.setattr(push_relabel, "_BLOCK", 4)
+  blocked = run()
+  monkeypatch.undo()
   monkeypatch.setattr(push_relabel, "_CPU_FORM", False)
   kernel = run()
-  assert int(own.extra.rounds) == int(kernel.extra.rounds)
-  np.testing.assert_array_equal(own.server_of, kernel.server_of)
-  np.testing.assert_array_equal(own.extra.y_r, kernel.extra.y_r)
-  np.testing.assert_array_equal(own.extra.y_s, kernel.extra.y_s)
+  for other in (blocked, kernel):
+    assert int(own.extra.rounds) == int(other.extra.rounds)
+    np.testing.assert_array_equal(own.server_of, other.server_of)
+    np.testing.assert_array_equal(own.extra.y_r, other.extra.y_r)
+    np.testing.assert_array_equal(own.extra.y_s, other.extra.y_s)
   monkeypatch.undo()
   # The rule matters: the paper's rounds differ on this instance.
   paper = M.init(servers)
