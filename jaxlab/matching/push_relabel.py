@@ -504,6 +504,19 @@ _BLOCK = 16
 _BLOCKED_FROM = 128
 
 
+def _row_stats(slack: jax.Array, ok: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """Each row's minimum slack over its ``ok`` (eligible) edges (``_BIG`` if none), and
+  whether one of them is admissible (slack -1)."""
+  return jnp.min(jnp.where(ok, slack, _BIG), axis=1), jnp.any(ok & (slack == -1), axis=1)
+
+
+def _over_blocks(count: jax.Array, body, init):
+  """``body(start, acc)`` for ``start = 0, _BLOCK, ...`` below ``count`` (traced): a loop
+  over the blocks of ``_BLOCK`` rows that hold the first ``count`` rows."""
+  blocks = (count + _BLOCK - 1) // _BLOCK
+  return jax.lax.fori_loop(0, blocks, lambda b, acc: body(b * _BLOCK, acc), init)
+
+
 def _cpu_gather_widths(width: int) -> tuple[int, ...]:
   """CPU gather widths: those of :func:`_gather_widths`, or for a batch wider than
   ``_BLOCKED_FROM`` the powers of two up to ``_BLOCK``, then the batch width rounded up to
@@ -679,24 +692,19 @@ def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
       # above these costs, so a slack of -2 can occur (tested).
       if not blocked:
         slack = at_level(lambda level0: slack_of(rows_c, y_r, level0))
-        row_min = jnp.min(jnp.where(ok, slack, _BIG), axis=1)
-        has = ok_row & jnp.any(ok & (slack == -1), axis=1)
+        row_min, has = _row_stats(slack, ok)
       else:
         # The gathered rows come first (nonzero keeps order): the blocks that hold them.
-        def stats(level0: bool):
-          def block(b, acc):
-            start = b * _BLOCK
-            take = lambda a: jax.lax.dynamic_slice_in_dim(a, start, _BLOCK)  # noqa: E731
-            put = lambda a, x: jax.lax.dynamic_update_slice_in_dim(a, x, start, 0)  # noqa: E731
-            ok_b = inputs.eligible[None, :] & take(ok_row)[:, None]
-            sl = slack_of(take(rows_c), take(y_r), level0)
-            row_min, has = acc
-            return (put(row_min, jnp.min(jnp.where(ok_b, sl, _BIG), axis=1)),
-                    put(has, take(ok_row) & jnp.any(ok_b & (sl == -1), axis=1)))
-          blocks = (jnp.sum(ok_row) + _BLOCK - 1) // _BLOCK
-          return jax.lax.fori_loop(0, blocks, block,
-                                   (jnp.full(gather, _BIG), jnp.zeros(gather, bool)))
-        row_min, has = at_level(stats)
+        def block(level0: bool, start, acc):
+          take = lambda a: jax.lax.dynamic_slice_in_dim(a, start, _BLOCK)  # noqa: E731
+          ok_b = inputs.eligible[None, :] & take(ok_row)[:, None]
+          stats = _row_stats(slack_of(take(rows_c), take(y_r), level0), ok_b)
+          return tuple(jax.lax.dynamic_update_slice_in_dim(a, x, start, 0)
+                       for a, x in zip(acc, stats, strict=True))
+
+        row_min, has = at_level(lambda level0: _over_blocks(
+            jnp.sum(ok_row), functools.partial(block, level0),
+            (jnp.full(gather, _BIG), jnp.zeros(gather, bool))))
 
       def relabel(c: _Round):
         # A relabel round. The round after it works at the same level on the same rows,
@@ -764,14 +772,13 @@ def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
           # The proposing rows first, in blocks.
           order = jnp.nonzero(has, size=gather, fill_value=gather)[0]
 
-          def run(level0: bool):
-            def block(b, choice):
-              sel = jax.lax.dynamic_slice_in_dim(order, b * _BLOCK, _BLOCK)
-              sub = choose_at(jnp.minimum(sel, gather - 1), sel < gather, level0)
-              return choice.at[sel].set(sub, mode="drop")
-            blocks = (jnp.sum(has) + _BLOCK - 1) // _BLOCK
-            return jax.lax.fori_loop(0, blocks, block, jnp.full(gather, -1, jnp.int32))
-          return at_level(run)
+          def block(level0: bool, start, choice):
+            sel = jax.lax.dynamic_slice_in_dim(order, start, _BLOCK)
+            sub = choose_at(jnp.minimum(sel, gather - 1), sel < gather, level0)
+            return choice.at[sel].set(sub, mode="drop")
+
+          return at_level(lambda level0: _over_blocks(
+              jnp.sum(has), functools.partial(block, level0), jnp.full(gather, -1, jnp.int32)))
 
         choice = jax.lax.cond(jnp.sum(has) <= _FEW, few, many, None)
         return push(c, choice, accept_words, blocked)
