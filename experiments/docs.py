@@ -474,15 +474,19 @@ def _batch_sweep(sec: dict, cores: str) -> str:
            f(r["batch_vs_sequential"])]
     if one:
       row.append(f(one[r["chunk"]]["batch_vs_sequential"]))
-    rows.append(row + [thousands(r["rounds"]), f(r["batch_ratio"], 3)])
+    counted = ["rows_per_step" in r for r in sweep]
+    rows.append(row + [thousands(r["rounds"])]
+                + ([f(r["rows_per_step"])] if all(counted) else []) + [f(r["batch_ratio"], 3)])
   within = [r["chunk"] for r in sweep if r["batch_vs_sequential"] <= 2]
+  runs = (f"median of {sec['repeats']} interleaved runs per mode" if sec["repeats"] > 1
+          else "one run per mode")
   return ("\nThe same comparison at other batch widths, "
           f"{FAMILY[r0['family']]}, n = {thousands(r0['n'])}, seed {r0['seed']} (arrivals in "
-          "chunks of the width; median of "
-          f"{sec['repeats']} interleaved runs per mode; {cores}). Batch within 2x of "
+          f"chunks of the width; {runs}; {cores}). Batch within 2x of "
           f"sequential with that pool at widths: "
           f"{', '.join(thousands(w) for w in within) or 'none'}.\n\n"
-          + table(head + ["rounds", "batch cost / OPT"], rows) + "\n")
+          + table(head + ["rounds"] + (["requests read per sequential step"] if all(counted)
+                                       else []) + ["batch cost / OPT"], rows) + "\n")
 
 
 def _cpp_values(section: dict) -> dict[str, str]:
@@ -626,6 +630,8 @@ def matching_incremental() -> dict[str, str]:
       "batch_bench_10k_one_thread": _batch_bench(
           load("matching_incremental", "bench_batch_10k_one_thread"),
           "bench_batch_10k_one_thread"),
+      "batch_bench_10k_widths": _batch_bench(
+          load("matching_incremental", "bench_batch_10k_widths"), "bench_batch_10k_widths"),
       # The CPU rounds' blocking constants, from the code (not a measurement).
       "cpu_blocked_from": str(push_relabel._BLOCKED_FROM),
       "cpu_block": str(push_relabel._BLOCK),
