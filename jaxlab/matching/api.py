@@ -41,7 +41,18 @@ from jaxlab.matching.state import (
 # push-relabel's sequential insertion 30-35% faster and its batch rounds 12-17% faster
 # (uniform n = 1,000 and 2,000; experiments.bench_matching records the times). Set for
 # CPU programs only (the field is XLA:CPU's).
-COMPILER_OPTIONS = {"xla_cpu_copy_insertion_use_region_analysis": True}
+#
+# Without XLA's tree-reduction rewriter: it splits every reduction over more than 32
+# elements into windowed reductions (reduce-window, then reduce), which keeps long float
+# sums accurate; XLA:CPU runs those windows as separate, slow loops. The insertion
+# programs' n-wide reductions are minima, maxima and logical ors of slacks, ranks and
+# priorities (exact in any order), and the only float sum in them is a distance over more
+# than 16 coordinates (state.distance_row), which is then summed in order: the same
+# programs, bit for bit on the tested instances, with both the sequential steps and the
+# batch rounds faster (experiments.bench_matching records the times). The pass name is
+# XLA's; an XLA that renamed the pass would ignore the option and compile as before.
+COMPILER_OPTIONS = {"xla_cpu_copy_insertion_use_region_analysis": True,
+                    "xla_disable_hlo_passes": "tree_reduction_rewriter"}
 
 
 def _compiled(fn):

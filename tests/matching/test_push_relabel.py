@@ -253,3 +253,18 @@ def test_quality_does_not_depend_on_units(scale):
   state = M.insert_many(M.init(servers * scale), requests * scale)
   M.check_invariants(state)
   assert float(M.cost(state)) / M.optimal_cost(requests * scale, servers * scale) < 1.10
+
+
+def test_insertion_programs_compile_without_the_tree_reduction_windows():
+  # api.COMPILER_OPTIONS turns off XLA's tree-reduction rewriter for the CPU insertion
+  # programs (their n-wide minima then run as one loop each); an XLA that renamed the pass
+  # would ignore the option: this notices. 64 servers: reductions past the rewriter's 32.
+  if jax.default_backend() != "cpu":
+    pytest.skip("the option is set for CPU programs only")
+  from jaxlab.matching import api
+  servers, requests = _instance(0, 64)
+  state = M.init(servers)
+  args = (state, jax.numpy.asarray(requests[0]))
+  windows = lambda c: c.as_text().count("reduce-window(")  # noqa: E731
+  without = jax.jit(api._insert_checked).lower(*args).compile()
+  assert windows(api._insert.lower(*args).compile()) < windows(without)
