@@ -632,6 +632,9 @@ def matching_incremental() -> dict[str, str]:
           "bench_batch_10k_one_thread"),
       "batch_bench_10k_widths": _batch_bench(
           load("matching_incremental", "bench_batch_10k_widths"), "bench_batch_10k_widths"),
+      "batch_bench_10k_widths_clustered": _batch_bench(
+          load("matching_incremental", "bench_batch_10k_widths_clustered"),
+          "bench_batch_10k_widths_clustered"),
       # The CPU rounds' blocking constants, from the code (not a measurement).
       "cpu_blocked_from": str(push_relabel._BLOCKED_FROM),
       "cpu_block": str(push_relabel._BLOCK),
