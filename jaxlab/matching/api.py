@@ -51,8 +51,18 @@ from jaxlab.matching.state import (
 # programs, bit for bit on the tested instances, with both the sequential steps and the
 # batch rounds faster (experiments.bench_matching records the times). The pass name is
 # XLA's; an XLA that renamed the pass would ignore the option and compile as before.
+#
+# Without XLA:CPU's parallel task assigner: it marks loop fusions whose estimated cost
+# passes a threshold to run in parts on XLA's thread pool. In the batch rounds that marks
+# the per-round slack computations (gathered rows x n), down to two rows at n = 1,000:
+# a few microseconds of work per round, less than handing half of it to another thread
+# and waiting for it costs. Without the split the batch rounds take about a third less
+# time at n = 1,000-2,000 on 2 cores and about the same at n = 10,000 (where the blocked
+# rounds' 16-row blocks gained a little from the split at width 500); the sequential
+# programs have no split fusions. The parts compute disjoint outputs: the same programs,
+# bit for bit (experiments.bench_matching records the times).
 COMPILER_OPTIONS = {"xla_cpu_copy_insertion_use_region_analysis": True,
-                    "xla_disable_hlo_passes": "tree_reduction_rewriter"}
+                    "xla_disable_hlo_passes": "tree_reduction_rewriter,cpu-parallel-task-assigner"}
 
 
 def _compiled(fn):
