@@ -458,6 +458,34 @@ def _batch_bench(result: dict, record: str = "bench_batch") -> str:
           + _batch_sweep(sec, cores))
 
 
+def _split_compare(pairs: list[tuple[dict, dict]]) -> str:
+  """Batch rounds with XLA:CPU's thread-pool split (records made before the insertion
+  programs turned it off) against the records made without it: ``(split, unsplit)``
+  pairs of ``bench_matching --section batch`` results, one row per instance (mean over
+  the seeds both hold)."""
+  rows, commits = [], set()
+  for split, unsplit in pairs:
+    commits.add(split["provenance"]["git_commit"][:7])
+    new = {(r["family"], r["n"], r["seed"]): r for r in unsplit["batch"]["rows"]}
+    old = [r for r in split["batch"]["rows"] if (r["family"], r["n"], r["seed"]) in new]
+    for family, n in dict.fromkeys((r["family"], r["n"]) for r in old):
+      at = [r for r in old if (r["family"], r["n"]) == (family, n)]
+      now = [new[(r["family"], r["n"], r["seed"])] for r in at]
+      mean = lambda rs, k: float(np.mean([r[k] for r in rs]))  # noqa: E731
+      rows.append([f"{FAMILY[family]}, n = {thousands(n)}"
+                   + (f" (seed {at[0]['seed']})" if len(at) == 1 else ""),
+                   secs(mean(at, "batch_s")), secs(mean(now, "batch_s")),
+                   f(mean(now, "batch_s") / mean(at, "batch_s")),
+                   f"{f(mean(at, 'batch_vs_sequential'))} / "
+                   f"{f(mean(now, 'batch_vs_sequential'))}"])
+  return ("\n" + table(["instance", "batch rounds, split", "unsplit", "unsplit / split",
+                        "batch / sequential (split / unsplit)"], rows)
+          + f"\n\nSplit: the records made at {', '.join(sorted(commits))}, before the "
+            "option (`bench_batch_split`, `bench_batch_10k_split`); unsplit: the records "
+            "above. Separate processes, hours apart, on the same idle 2-core machine; 2 XLA "
+            "threads.\n")
+
+
 def _batch_sweep(sec: dict, cores: str) -> str:
   """The batch section's sweep over batch widths (one instance), where recorded."""
   sweep = sec.get("sweep")
@@ -635,6 +663,9 @@ def matching_incremental() -> dict[str, str]:
       "batch_bench_10k_widths_clustered": _batch_bench(
           load("matching_incremental", "bench_batch_10k_widths_clustered"),
           "bench_batch_10k_widths_clustered"),
+      "batch_split": _split_compare(
+          [(load("matching_incremental", f"bench_batch{k}_split"),
+            load("matching_incremental", f"bench_batch{k}")) for k in ("", "_10k")]),
       # The CPU rounds' blocking constants, from the code (not a measurement).
       "cpu_blocked_from": str(push_relabel._BLOCKED_FROM),
       "cpu_block": str(push_relabel._BLOCK),
