@@ -458,12 +458,13 @@ def _batch_bench(result: dict, record: str = "bench_batch") -> str:
           + _batch_sweep(sec, cores))
 
 
-def _split_compare(pairs: list[tuple[dict, dict]]) -> str:
+def _split_compare(pairs: list[tuple[dict, dict]]) -> dict[str, str]:
   """Batch rounds with XLA:CPU's thread-pool split (records made before the insertion
   programs turned it off) against the records made without it: ``(split, unsplit)``
-  pairs of ``bench_matching --section batch`` results, one row per instance (mean over
-  the seeds both hold)."""
-  rows, commits = [], set()
+  pairs of ``bench_matching --section batch`` results. ``batch_split``: one row per
+  instance (mean over the seeds both hold); ``batch_split_small`` / ``_10k``: the range of
+  the time ratio (unsplit / split) at n <= 2,000 / n = 10,000."""
+  rows, commits, ratios = [], set(), {"small": [], "10k": []}
   for split, unsplit in pairs:
     commits.add(split["provenance"]["git_commit"][:7])
     new = {(r["family"], r["n"], r["seed"]): r for r in unsplit["batch"]["rows"]}
@@ -472,18 +473,24 @@ def _split_compare(pairs: list[tuple[dict, dict]]) -> str:
       at = [r for r in old if (r["family"], r["n"]) == (family, n)]
       now = [new[(r["family"], r["n"], r["seed"])] for r in at]
       mean = lambda rs, k: float(np.mean([r[k] for r in rs]))  # noqa: E731
+      rule = "own" if unsplit["batch"].get("batch_relabel") == "own" else "paper's"
+      ratios["10k" if n >= 10000 else "small"].append(mean(now, "batch_s")
+                                                      / mean(at, "batch_s"))
       rows.append([f"{FAMILY[family]}, n = {thousands(n)}"
-                   + (f" (seed {at[0]['seed']})" if len(at) == 1 else ""),
+                   + (f" (seed {at[0]['seed']})" if len(at) == 1 else ""), rule,
                    secs(mean(at, "batch_s")), secs(mean(now, "batch_s")),
                    f(mean(now, "batch_s") / mean(at, "batch_s")),
                    f"{f(mean(at, 'batch_vs_sequential'))} / "
                    f"{f(mean(now, 'batch_vs_sequential'))}"])
-  return ("\n" + table(["instance", "batch rounds, split", "unsplit", "unsplit / split",
+  text = ("\n" + table(["instance", "relabel rule", "batch rounds, split", "unsplit",
+                        "unsplit / split",
                         "batch / sequential (split / unsplit)"], rows)
           + f"\n\nSplit: the records made at {', '.join(sorted(commits))}, before the "
-            "option (`bench_batch_split`, `bench_batch_10k_split`); unsplit: the records "
-            "above. Separate processes, hours apart, on the same idle 2-core machine; 2 XLA "
-            "threads.\n")
+            "option (the `bench_batch*` records above, kept with the suffix `_split`); "
+            "unsplit: the records above. Mean over the seeds; separate processes, hours "
+            "apart, on the same idle 2-core machine with 2 XLA threads.\n")
+  return {"batch_split": text, "batch_split_small": span(ratios["small"]),
+          "batch_split_10k": span(ratios["10k"])}
 
 
 def _batch_sweep(sec: dict, cores: str) -> str:
@@ -663,9 +670,10 @@ def matching_incremental() -> dict[str, str]:
       "batch_bench_10k_widths_clustered": _batch_bench(
           load("matching_incremental", "bench_batch_10k_widths_clustered"),
           "bench_batch_10k_widths_clustered"),
-      "batch_split": _split_compare(
+      **_split_compare(
           [(load("matching_incremental", f"bench_batch{k}_split"),
-            load("matching_incremental", f"bench_batch{k}")) for k in ("", "_10k")]),
+            load("matching_incremental", f"bench_batch{k}"))
+           for k in ("", "_10k", "_own", "_10k_own")]),
       # The CPU rounds' blocking constants, from the code (not a measurement).
       "cpu_blocked_from": str(push_relabel._BLOCKED_FROM),
       "cpu_block": str(push_relabel._BLOCK),

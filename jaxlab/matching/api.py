@@ -58,9 +58,10 @@ from jaxlab.matching.state import (
 # a few microseconds of work per round, less than handing half of it to another thread
 # and waiting for it costs. Without the split the batch rounds take about a third less
 # time at n = 1,000-2,000 on 2 cores and about the same at n = 10,000 (where the blocked
-# rounds' 16-row blocks gained a little from the split at width 500); the sequential
-# programs have no split fusions. The parts compute disjoint outputs: the same programs,
-# bit for bit (experiments.bench_matching records the times).
+# rounds' 16-row blocks gained a little from the split at width 500). In the sequential
+# programs it marked one fusion, from n = 2,000 on, in the branch of steps above level 0.
+# The parts compute disjoint outputs: the same programs, bit for bit
+# (experiments.bench_matching records the times).
 COMPILER_OPTIONS = {"xla_cpu_copy_insertion_use_region_analysis": True,
                     "xla_disable_hlo_passes": "tree_reduction_rewriter,cpu-parallel-task-assigner"}
 
