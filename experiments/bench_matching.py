@@ -520,12 +520,13 @@ def one_thread_section(cfg: dict) -> dict:
   (``PJRT_NPROC=1``), on the same cores.
 
   XLA's CPU runtime runs a compiled loop body's independent ops concurrently on its
-  thread pool (one thread per core by default) and splits larger fusions into one task
-  per thread. A parallel round has several independent small ops, so on two cores a
-  round hands work to the second thread and back; the sequential step is nearly a
-  chain. With one pool thread the same programs run without that hand-off, so the two
-  timings separate the algorithm's cost from the runtime's scheduling. The pool's size
-  is fixed when JAX creates its CPU client, so it takes a process of its own.
+  thread pool (one thread per core by default), and by default splits larger fusions
+  into one task per thread (the matching insertion programs compile without that split:
+  ``api.COMPILER_OPTIONS``). A parallel round has several independent small ops, so on
+  two cores a round may hand work to the second thread and back; the sequential step is
+  nearly a chain. With one pool thread the same programs run without any hand-off, so
+  the two timings separate the algorithm's cost from the runtime's scheduling. The
+  pool's size is fixed when JAX creates its CPU client, so it takes a process of its own.
   """
   argv = ["--section", "batch", "--no-batch-one-thread",
           "--batch-repeats", str(cfg["batch_repeats"]), "--batch-seeds", str(cfg["batch_seeds"]),

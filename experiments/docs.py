@@ -414,8 +414,7 @@ def _batch_bench(result: dict, record: str = "bench_batch") -> str:
     return f"{f(float(np.mean(v)))} ({minmax(v)})" if len(v) > 1 else f(v[0])
 
   counted = all("rows_per_step" in r for r in sec["rows"])  # recorded since the count exists
-  for family, n in dict.fromkeys((r["family"], r["n"]) for r in sec["rows"]):
-    at = [r for r in sec["rows"] if (r["family"], r["n"]) == (family, n)]
+  for (family, n), at in _by_instance(sec["rows"]).items():
     per = [r["batch_vs_sequential"] for r in at]
     mean = lambda k, at=at: float(np.mean([r[k] for r in at]))  # noqa: E731
     row = [f"{FAMILY[family]}, n = {thousands(n)}", secs(mean("batch_s")),
@@ -430,15 +429,11 @@ def _batch_bench(result: dict, record: str = "bench_batch") -> str:
   head = ["instance", "batch rounds", "sequential", "batch / sequential"]
   if one:
     head.append("batch / sequential, one XLA thread")
-  threads = sec.get("xla_threads", sec.get("cores"))
-  cores = (f"{sec['cores']} cores" if "cores" in sec else "all cores") + (
-      f", XLA's thread pool of {thousands(threads)} thread{'s' * (threads != 1)}"
-      if threads is not None else "")
-  within = lambda rs: f"{sum(r['batch_vs_sequential'] <= 2 for r in rs)} of {len(rs)}"  # noqa: E731
+  cores = _pool_text(sec)
   note = (f" Times and the first ratio: {cores}; the one-thread ratio: the same comparison in a "
           "process on the same cores whose XLA thread pool has one thread (`PJRT_NPROC=1`). "
-          f"Runs with batch within 2x of sequential: {within(sec['rows'])} with the default "
-          f"pool, {within(one)} with one thread." if one else f" Times on {cores}.")
+          f"Runs with batch within 2x of sequential: {_within(sec['rows'])} with the default "
+          f"pool, {_within(one)} with one thread." if one else f" Times on {cores}.")
   if sec.get("batch_relabel", "global") == "own":
     note += (" Relabel rule: each free request of the level rises by its own minimum slack + 1 "
              "(`batch_relabel=\"own\"`, not the paper's rule).")
@@ -458,39 +453,86 @@ def _batch_bench(result: dict, record: str = "bench_batch") -> str:
           + _batch_sweep(sec, cores))
 
 
-def _split_compare(pairs: list[tuple[dict, dict]]) -> dict[str, str]:
-  """Batch rounds with XLA:CPU's thread-pool split (records made before the insertion
-  programs turned it off) against the records made without it: ``(split, unsplit)``
-  pairs of ``bench_matching --section batch`` results. ``batch_split``: one row per
-  instance (mean over the seeds both hold); ``batch_split_small`` / ``_10k``: the range of
-  the time ratio (unsplit / split) at n <= 2,000 / n = 10,000."""
-  rows, commits, ratios = [], set(), {"small": [], "10k": []}
-  for split, unsplit in pairs:
+def _pool_text(sec: dict) -> str:
+  """The cores and XLA thread pool a ``bench_matching --section batch`` result ran on."""
+  threads = sec.get("xla_threads", sec.get("cores"))
+  return (f"{sec['cores']} cores" if "cores" in sec else "all cores") + (
+      f", XLA's thread pool of {thousands(threads)} thread{'s' * (threads != 1)}"
+      if threads is not None else "")
+
+
+def _within(rows: list[dict]) -> str:
+  """How many of the batch section's ``rows`` have batch within 2x of sequential."""
+  return f"{sum(r['batch_vs_sequential'] <= 2 for r in rows)} of {len(rows)}"
+
+
+def _split_compare(pairs: list[tuple[str, dict, dict]]) -> dict[str, str]:
+  """Batch rounds with XLA:CPU's thread-pool split against the same comparison without it:
+  ``(record, split, unsplit)``, where ``split`` is the ``bench_matching --section batch``
+  result kept as ``<record>_split`` (made before the insertion programs turned the split
+  off) and ``unsplit`` the one in ``<record>``, with the same instances, widths and
+  settings (checked). ``batch_split``: a table, one row per instance and width (mean over
+  seeds); ``batch_split_small`` / ``_10k``: the range of the time ratio (unsplit / split)
+  at n < 10,000 / n >= 10,000; ``batch_split_within``: runs at n < 10,000 with batch
+  within 2x of sequential, per relabel rule, with the split and without."""
+  rows, commits, ratios, within = [], set(), {"small": [], "10k": []}, {}
+  same = ("batch_relabel", "chunks", "repeats", "cores", "xla_threads")
+  for record, split, unsplit in pairs:
+    old_sec, new_sec = split["batch"], unsplit["batch"]
+    if any(old_sec.get(k) != new_sec.get(k) for k in same):
+      raise ValueError(f"{record}_split and {record} differ in their settings ({same})")
     commits.add(split["provenance"]["git_commit"][:7])
-    new = {(r["family"], r["n"], r["seed"]): r for r in unsplit["batch"]["rows"]}
-    old = [r for r in split["batch"]["rows"] if (r["family"], r["n"], r["seed"]) in new]
-    for family, n in dict.fromkeys((r["family"], r["n"]) for r in old):
-      at = [r for r in old if (r["family"], r["n"]) == (family, n)]
-      now = [new[(r["family"], r["n"], r["seed"])] for r in at]
-      mean = lambda rs, k: float(np.mean([r[k] for r in rs]))  # noqa: E731
-      rule = "own" if unsplit["batch"].get("batch_relabel") == "own" else "paper's"
-      ratios["10k" if n >= 10000 else "small"].append(mean(now, "batch_s")
-                                                      / mean(at, "batch_s"))
-      rows.append([f"{FAMILY[family]}, n = {thousands(n)}"
-                   + (f" (seed {at[0]['seed']})" if len(at) == 1 else ""), rule,
-                   secs(mean(at, "batch_s")), secs(mean(now, "batch_s")),
-                   f(mean(now, "batch_s") / mean(at, "batch_s")),
-                   f"{f(mean(at, 'batch_vs_sequential'))} / "
-                   f"{f(mean(now, 'batch_vs_sequential'))}"])
+    rule = "own" if new_sec.get("batch_relabel") == "own" else "paper's"
+    for part in ("rows", "sweep"):
+      key = lambda r: (r["family"], r["n"], r["seed"], r["chunk"])  # noqa: E731
+      old, new = old_sec.get(part) or [], {key(r): r for r in new_sec.get(part) or []}
+      if sorted(map(key, old)) != sorted(new):
+        raise ValueError(f"{record}_split and {record} hold other {part}")
+      for (family, n, chunk), at in _by_instance(old, with_chunk=True).items():
+        now = [new[key(r)] for r in at]
+        mean = lambda rs, k: float(np.mean([r[k] for r in rs]))  # noqa: E731
+        ratios["10k" if n >= 10000 else "small"].append(mean(now, "batch_s")
+                                                        / mean(at, "batch_s"))
+        rows.append([f"{FAMILY[family]}, n = {thousands(n)}, width {thousands(chunk)}"
+                     + (f" (seed {at[0]['seed']})" if len(at) == 1 else ""), rule,
+                     secs(mean(at, "batch_s")), secs(mean(now, "batch_s")),
+                     f(mean(now, "batch_s") / mean(at, "batch_s")),
+                     f"{f(mean(at, 'batch_vs_sequential'))} / "
+                     f"{f(mean(now, 'batch_vs_sequential'))}"])
+    small = [r for r in old_sec["rows"] if r["n"] < 10000]
+    if small:
+      now = [r for r in new_sec["rows"] if r["n"] < 10000]
+      within[rule] = f"{_within(small)} with the split, {_within(now)} without"
   text = ("\n" + table(["instance", "relabel rule", "batch rounds, split", "unsplit",
-                        "unsplit / split",
-                        "batch / sequential (split / unsplit)"], rows)
+                        "unsplit / split", "batch / sequential (split / unsplit)"], rows)
           + f"\n\nSplit: the records made at {', '.join(sorted(commits))}, before the "
-            "option (the `bench_batch*` records above, kept with the suffix `_split`); "
-            "unsplit: the records above. Mean over the seeds; separate processes, hours "
-            "apart, on the same idle 2-core machine with 2 XLA threads.\n")
+            "option (" + ", ".join(f"`{r}_split`" for r, _, _ in pairs) + "); unsplit: "
+            "the records of the same name without the suffix, above. Times as in those "
+            "records (a median of several runs, or one run); mean over seeds; separate "
+            f"processes on {_pool_text(pairs[0][2]['batch'])}.\n")
   return {"batch_split": text, "batch_split_small": span(ratios["small"]),
-          "batch_split_10k": span(ratios["10k"])}
+          "batch_split_10k": span(ratios["10k"]),
+          "batch_split_within": "; ".join(f"{rule}: {w}" for rule, w in within.items())}
+
+
+def _pool_gap(pairs: list[tuple[list[dict], list[dict]]]) -> str:
+  """The range of the batch / sequential ratio with one XLA thread over the ratio with the
+  default pool, per run: ``(default rows, one-thread rows)`` pairs of the batch section."""
+  key = lambda r: (r["family"], r["n"], r["seed"], r["chunk"])  # noqa: E731
+  out = []
+  for default, one in pairs:
+    by = {key(r): r for r in default}
+    out += [r["batch_vs_sequential"] / by[key(r)]["batch_vs_sequential"] for r in one]
+  return span(out)
+
+
+def _by_instance(rows: list[dict], with_chunk: bool = False) -> dict[tuple, list[dict]]:
+  """The batch section's rows by ``(family, n)`` (or ``(family, n, chunk)``), in order."""
+  out: dict[tuple, list[dict]] = {}
+  for r in rows:
+    k = (r["family"], r["n"]) + ((r["chunk"],) if with_chunk else ())
+    out.setdefault(k, []).append(r)
+  return out
 
 
 def _batch_sweep(sec: dict, cores: str) -> str:
@@ -606,6 +648,7 @@ def matching_incremental() -> dict[str, str]:
                   f"{secs(b['push_relabel_s'])} ({f(b['push_relabel_ratio'], 3)}{target})",
                   f(b["greedy_ratio"], 3)])
   b10k = next(b for b in bench if b["n"] == 10000)
+  bb = load("matching_incremental", "bench_batch")
   frows, inst = [], {}
   for fam, n, runs in _instances(full):
     pr = _final(runs, "push_relabel")
@@ -659,7 +702,7 @@ def matching_incremental() -> dict[str, str]:
       "exact_speedup": span(speed.values(), lambda x: g(x, 2)),
       "exact_speedup_10k": g(speed[("uniform", 10000)], 2),
       **_cpp_values(load("matching_incremental", "bench_cpp")["cpp"]),
-      "batch_bench": _batch_bench(load("matching_incremental", "bench_batch")),
+      "batch_bench": _batch_bench(bb),
       "batch_bench_10k": _batch_bench(load("matching_incremental", "bench_batch_10k"),
                                       "bench_batch_10k"),
       "batch_bench_10k_one_thread": _batch_bench(
@@ -670,10 +713,18 @@ def matching_incremental() -> dict[str, str]:
       "batch_bench_10k_widths_clustered": _batch_bench(
           load("matching_incremental", "bench_batch_10k_widths_clustered"),
           "bench_batch_10k_widths_clustered"),
+      "batch_pool_gap": _pool_gap(
+          [(bb["batch"]["rows"], bb["batch"]["one_thread_rows"]),
+           (bb["batch"]["sweep"], bb["batch"]["one_thread_sweep"]),
+           (load("matching_incremental", "bench_batch_10k")["batch"]["rows"],
+            load("matching_incremental", "bench_batch_10k_one_thread")["batch"]["rows"])]),
+      "batch_pool_gap_split": _pool_gap(
+          [(bs["batch"][k], bs["batch"][f"one_thread_{k}"]) for k in ("rows", "sweep")
+           for bs in [load("matching_incremental", "bench_batch_split")]]),
       **_split_compare(
-          [(load("matching_incremental", f"bench_batch{k}_split"),
-            load("matching_incremental", f"bench_batch{k}"))
-           for k in ("", "_10k", "_own", "_10k_own")]),
+          [(r, load("matching_incremental", f"{r}_split"), load("matching_incremental", r))
+           for r in ("bench_batch", "bench_batch_own", "bench_batch_10k", "bench_batch_10k_own",
+                     "bench_batch_10k_widths", "bench_batch_10k_widths_clustered")]),
       # The CPU rounds' blocking constants, from the code (not a measurement).
       "cpu_blocked_from": str(push_relabel._BLOCKED_FROM),
       "cpu_block": str(push_relabel._BLOCK),

@@ -265,9 +265,11 @@ def _place(state: MatchState, row: jax.Array) -> MatchState:
     # entries), chosen by a switch over the step's kind and written after it.
     f, l, pr = c.free, c.lvl, c.pr
     yf = pr.y_r[l, f]
-    # Most steps run at level 0, where the chain of divisions is not needed. Without this
-    # branch XLA's CPU cost model also splits the step's n-wide fusion across two threads
-    # from n = 2,000 on (a hand-off that costs more than the split saves: 2x slower on 2 cores).
+    # Most steps run at level 0, where the chain of divisions is not needed. (Without this
+    # branch XLA's CPU cost model also split every step's n-wide fusion across the thread
+    # pool from n = 2,000 on, a hand-off that cost more than it saved; the insertion
+    # programs now compile without that split, api.COMPILER_OPTIONS, but a caller's own
+    # jit does not.)
     dist_f = distance_row(state, state.requests[f])
     dl = jax.lax.cond(l == 0, lambda: scaled_cost_at(cfg, dist_f, pr.omega, 0),
                       lambda: scaled_cost_at(cfg, dist_f, pr.omega, l))
@@ -486,7 +488,8 @@ _CPU_FORM = True
 # On CPU a round's random priorities are computed only for the rows with an admissible
 # edge, gathered into this many rows when they fit (most rounds: most rows read have none).
 # The same choices (a priority depends on the request id and the column, not the position);
-# a smaller fusion, which XLA's CPU cost model also does not split across threads.
+# a smaller fusion (which XLA's CPU cost model also does not split across threads, where the
+# split is on: in a caller's own jit; api.COMPILER_OPTIONS turns it off).
 _FEW = 4
 
 

@@ -270,19 +270,18 @@ def test_insertion_programs_compile_without_the_tree_reduction_windows():
   assert windows(api._insert.lower(*args).compile()) < windows(without)
 
 
-def test_compiler_options_turn_off_the_thread_pool_split():
-  # api.COMPILER_OPTIONS turns off XLA:CPU's parallel task assigner (the batch rounds'
-  # small per-round fusions ran split over the thread pool). The batch program takes
-  # seconds to compile, so this checks the option on a wide elementwise program, which a
-  # default compile splits whenever the pool has more than one thread; an XLA that renamed
+def test_insertion_programs_compile_without_the_thread_pool_split():
+  # api.COMPILER_OPTIONS turns off XLA:CPU's parallel task assigner, which marks large
+  # loop fusions to run in parts on the thread pool (outer_dimension_partitions). At
+  # n = 2,000 a default compile of the sequential insertion marks one (the branch of
+  # steps above level 0) whenever the pool has more than one thread; an XLA that renamed
   # the pass would ignore the option: this notices.
   if jax.default_backend() != "cpu":
     pytest.skip("the option is set for CPU programs only")
   from jaxlab.matching import api
-  x = jax.numpy.ones((1 << 20,), jax.numpy.float32)
-  fn = lambda v: jax.numpy.exp(jax.numpy.sin(v) * v)  # noqa: E731
+  servers, requests = _instance(0, 2000)
+  args = (M.init(servers), jax.numpy.asarray(requests[0]))
   splits = lambda c: c.as_text().count("outer_dimension_partitions")  # noqa: E731
-  default = splits(jax.jit(fn).lower(x).compile())
-  if default == 0:
+  if splits(jax.jit(api._insert_checked).lower(*args).compile()) == 0:
     pytest.skip("XLA's thread pool has one thread here: nothing to split")
-  assert splits(jax.jit(fn, compiler_options=api.COMPILER_OPTIONS).lower(x).compile()) == 0
+  assert splits(api._insert.lower(*args).compile()) == 0
