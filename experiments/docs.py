@@ -461,6 +461,11 @@ def _pool_text(sec: dict) -> str:
       if threads is not None else "")
 
 
+def _run_key(r: dict) -> tuple:
+  """A batch-section row's run: ``(family, n, seed, chunk)``."""
+  return r["family"], r["n"], r["seed"], r["chunk"]
+
+
 def _within(rows: list[dict]) -> str:
   """How many of the batch section's ``rows`` have batch within 2x of sequential."""
   return f"{sum(r['batch_vs_sequential'] <= 2 for r in rows)} of {len(rows)}"
@@ -484,12 +489,11 @@ def _split_compare(pairs: list[tuple[str, dict, dict]]) -> dict[str, str]:
     commits.add(split["provenance"]["git_commit"][:7])
     rule = "own" if new_sec.get("batch_relabel") == "own" else "paper's"
     for part in ("rows", "sweep"):
-      key = lambda r: (r["family"], r["n"], r["seed"], r["chunk"])  # noqa: E731
-      old, new = old_sec.get(part) or [], {key(r): r for r in new_sec.get(part) or []}
-      if sorted(map(key, old)) != sorted(new):
+      old, new = old_sec.get(part) or [], {_run_key(r): r for r in new_sec.get(part) or []}
+      if sorted(map(_run_key, old)) != sorted(new):
         raise ValueError(f"{record}_split and {record} hold other {part}")
       for (family, n, chunk), at in _by_instance(old, with_chunk=True).items():
-        now = [new[key(r)] for r in at]
+        now = [new[_run_key(r)] for r in at]
         mean = lambda rs, k: float(np.mean([r[k] for r in rs]))  # noqa: E731
         ratios["10k" if n >= 10000 else "small"].append(mean(now, "batch_s")
                                                         / mean(at, "batch_s"))
@@ -518,11 +522,10 @@ def _split_compare(pairs: list[tuple[str, dict, dict]]) -> dict[str, str]:
 def _pool_gap(pairs: list[tuple[list[dict], list[dict]]]) -> str:
   """The range of the batch / sequential ratio with one XLA thread over the ratio with the
   default pool, per run: ``(default rows, one-thread rows)`` pairs of the batch section."""
-  key = lambda r: (r["family"], r["n"], r["seed"], r["chunk"])  # noqa: E731
   out = []
   for default, one in pairs:
-    by = {key(r): r for r in default}
-    out += [r["batch_vs_sequential"] / by[key(r)]["batch_vs_sequential"] for r in one]
+    by = {_run_key(r): r for r in default}
+    out += [r["batch_vs_sequential"] / by[_run_key(r)]["batch_vs_sequential"] for r in one]
   return span(out)
 
 
@@ -648,7 +651,10 @@ def matching_incremental() -> dict[str, str]:
                   f"{secs(b['push_relabel_s'])} ({f(b['push_relabel_ratio'], 3)}{target})",
                   f(b["greedy_ratio"], 3)])
   b10k = next(b for b in bench if b["n"] == 10000)
-  bb = load("matching_incremental", "bench_batch")
+  bb_record = load("matching_incremental", "bench_batch")
+  bb = bb_record["batch"]
+  bb10k = load("matching_incremental", "bench_batch_10k")
+  bs = load("matching_incremental", "bench_batch_split")["batch"]
   frows, inst = [], {}
   for fam, n, runs in _instances(full):
     pr = _final(runs, "push_relabel")
@@ -702,9 +708,8 @@ def matching_incremental() -> dict[str, str]:
       "exact_speedup": span(speed.values(), lambda x: g(x, 2)),
       "exact_speedup_10k": g(speed[("uniform", 10000)], 2),
       **_cpp_values(load("matching_incremental", "bench_cpp")["cpp"]),
-      "batch_bench": _batch_bench(bb),
-      "batch_bench_10k": _batch_bench(load("matching_incremental", "bench_batch_10k"),
-                                      "bench_batch_10k"),
+      "batch_bench": _batch_bench(bb_record),
+      "batch_bench_10k": _batch_bench(bb10k, "bench_batch_10k"),
       "batch_bench_10k_one_thread": _batch_bench(
           load("matching_incremental", "bench_batch_10k_one_thread"),
           "bench_batch_10k_one_thread"),
@@ -714,13 +719,11 @@ def matching_incremental() -> dict[str, str]:
           load("matching_incremental", "bench_batch_10k_widths_clustered"),
           "bench_batch_10k_widths_clustered"),
       "batch_pool_gap": _pool_gap(
-          [(bb["batch"]["rows"], bb["batch"]["one_thread_rows"]),
-           (bb["batch"]["sweep"], bb["batch"]["one_thread_sweep"]),
-           (load("matching_incremental", "bench_batch_10k")["batch"]["rows"],
+          [(bb["rows"], bb["one_thread_rows"]), (bb["sweep"], bb["one_thread_sweep"]),
+           (bb10k["batch"]["rows"],
             load("matching_incremental", "bench_batch_10k_one_thread")["batch"]["rows"])]),
-      "batch_pool_gap_split": _pool_gap(
-          [(bs["batch"][k], bs["batch"][f"one_thread_{k}"]) for k in ("rows", "sweep")
-           for bs in [load("matching_incremental", "bench_batch_split")]]),
+      "batch_pool_gap_split": _pool_gap([(bs["rows"], bs["one_thread_rows"]),
+                                         (bs["sweep"], bs["one_thread_sweep"])]),
       **_split_compare(
           [(r, load("matching_incremental", f"{r}_split"), load("matching_incremental", r))
            for r in ("bench_batch", "bench_batch_own", "bench_batch_10k", "bench_batch_10k_own",

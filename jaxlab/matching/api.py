@@ -84,6 +84,7 @@ def _compiled(fn):
     return pick()(state, requests)
 
   call.lower = lambda *args, **kwargs: pick().lower(*args, **kwargs)
+  call.cpu = jitted[True]  # the CPU program, whatever the default backend (for its tests)
   return call
 
 

@@ -255,19 +255,21 @@ def test_quality_does_not_depend_on_units(scale):
   assert float(M.cost(state)) / M.optimal_cost(requests * scale, servers * scale) < 1.10
 
 
+def _cpu_args(*args):
+  """``args`` committed to the host CPU: a jit compiles for the CPU on any default backend."""
+  return jax.device_put(args, jax.devices("cpu")[0])
+
+
 def test_insertion_programs_compile_without_the_tree_reduction_windows():
   # api.COMPILER_OPTIONS turns off XLA's tree-reduction rewriter for the CPU insertion
   # programs (their n-wide minima then run as one loop each); an XLA that renamed the pass
   # would ignore the option: this notices. 64 servers: reductions past the rewriter's 32.
-  if jax.default_backend() != "cpu":
-    pytest.skip("the option is set for CPU programs only")
   from jaxlab.matching import api
   servers, requests = _instance(0, 64)
-  state = M.init(servers)
-  args = (state, jax.numpy.asarray(requests[0]))
+  args = _cpu_args(M.init(servers), jax.numpy.asarray(requests[0]))
   windows = lambda c: c.as_text().count("reduce-window(")  # noqa: E731
   without = jax.jit(api._insert_checked).lower(*args).compile()
-  assert windows(api._insert.lower(*args).compile()) < windows(without)
+  assert windows(api._insert.cpu.lower(*args).compile()) < windows(without)
 
 
 def test_insertion_programs_compile_without_the_thread_pool_split():
@@ -276,12 +278,11 @@ def test_insertion_programs_compile_without_the_thread_pool_split():
   # n = 2,000 a default compile of the sequential insertion marks one (the branch of
   # steps above level 0) whenever the pool has more than one thread; an XLA that renamed
   # the pass would ignore the option: this notices.
-  if jax.default_backend() != "cpu":
-    pytest.skip("the option is set for CPU programs only")
+  from experiments.bench_matching import xla_threads
   from jaxlab.matching import api
   servers, requests = _instance(0, 2000)
-  args = (M.init(servers), jax.numpy.asarray(requests[0]))
+  args = _cpu_args(M.init(servers), jax.numpy.asarray(requests[0]))
   splits = lambda c: c.as_text().count("outer_dimension_partitions")  # noqa: E731
-  if splits(jax.jit(api._insert_checked).lower(*args).compile()) == 0:
-    pytest.skip("XLA's thread pool has one thread here: nothing to split")
-  assert splits(api._insert.lower(*args).compile()) == 0
+  assert splits(api._insert.cpu.lower(*args).compile()) == 0
+  default = splits(jax.jit(api._insert_checked).lower(*args).compile())
+  assert default > 0 if xla_threads() > 1 else default == 0
