@@ -339,14 +339,22 @@ def _place(state: MatchState, row: jax.Array) -> MatchState:
   return state.replace(request_of=out.request_of, server_of=out.server_of, extra=out.pr)
 
 
-def _omega_ok(state: MatchState, count: jax.Array) -> jax.Array:
+def _count_limits(cfg: MatchConfig) -> jax.Array:
+  """``(L,)`` the most requests level ``l`` or above may hold: ``floor(n^(1 - Phi(l)))``
+  (an integer count is <= the bound iff it is <= its floor, exact in any dtype)."""
+  return jnp.asarray(np.floor(schedule(cfg)["count_bound"]), jnp.int32)
+
+
+def _level_counts(state: MatchState, count: jax.Array) -> jax.Array:
+  """``(L,)`` how many of the first ``count`` requests are at level ``l`` or above."""
   cfg = state.config
-  # An integer count is <= n^(1 - Phi(l)) iff it is <= its floor (exact in any dtype).
-  limit = jnp.asarray(np.floor(schedule(cfg)["count_bound"]), jnp.int32)
   live = jnp.arange(cfg.capacity) < count
   lv = jnp.where(live, state.extra.level, -1)
-  counts = jnp.sum(lv[None, :] >= jnp.arange(num_levels(cfg))[:, None], axis=1)
-  return jnp.all(counts <= limit)
+  return jnp.sum(lv[None, :] >= jnp.arange(num_levels(cfg))[:, None], axis=1, dtype=jnp.int32)
+
+
+def _omega_ok(state: MatchState, count: jax.Array) -> jax.Array:
+  return jnp.all(_level_counts(state, count) <= _count_limits(state.config))
 
 
 def _reset_doubled(state: MatchState) -> MatchState:
@@ -467,6 +475,7 @@ class _Round(NamedTuple):
   waiting: jax.Array  # (width,) bool: on CPU, slots known to have no admissible edge ...
   wait_level: jax.Array  # ... at this level (see ``body_cpu`` in _parallel_rounds)
   held_at: jax.Array  # (n,) int32 the level of each server's holder (top + 1: free)
+  above: jax.Array  # (L,) int32 requests stored so far at level l or above
 
 
 class _RoundInputs(NamedTuple):
@@ -485,6 +494,13 @@ _KEY_BLOCK = 32
 # False: every round calls round_proposals (the kernel, or its jnp reference on CPU)
 # instead of the CPU form below; the same trajectory, bit for bit (tested).
 _CPU_FORM = True
+# True: the rounds stop as soon as more requests sit at some level or above than the omega
+# check allows (levels only rise, so the check at the end of the batch would fail: omega
+# doubles and the requests are re-inserted from the state that the stop discards). False:
+# the rounds run until every request is matched, as the paper's code does, and the check
+# at the end fails the same way; the same states after every batch, bit for bit (tested),
+# more rounds counted.
+_STOP_EARLY = True
 # On CPU a round's random priorities are computed only for the rows with an admissible
 # edge, gathered into this many rows when they fit (most rounds: most rows read have none).
 # The same choices (a priority depends on the request id and the column, not the position);
@@ -553,7 +569,7 @@ def _round_keys(base_key: jax.Array, first: jax.Array) -> jax.Array:
 
 
 def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
-                     count: jax.Array) -> MatchState:
+                     count: jax.Array) -> tuple[MatchState, jax.Array]:
   """Rounds over the free requests ``rows[valid]`` until every one is matched
   (``count``: the requests stored so far, which keys the rounds' random choices).
 
@@ -570,6 +586,12 @@ def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
   completion, or an omega doubling started over at row 0), so the free requests are
   kept in a slot list of the batch's width: a round reads those slots, not every stored
   request, and nothing in a round is capacity-wide.
+
+  Returns the state and whether the rounds stopped early: with ``_STOP_EARLY``, as soon
+  as more of the first ``count`` requests sit at some level or above than the omega check
+  allows (kept as a count per level, updated when requests move up). Levels only rise,
+  so the check at the end would fail; the caller doubles omega and starts over, and the
+  state the stop leaves (requests still free) is discarded.
   """
   cfg = state.config
   sched = schedule(cfg)
@@ -578,6 +600,11 @@ def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
   top = num_levels(cfg) - 1
   divisors = tuple(float(x) for x in sched["divisor"][:-1])
   base_key = jax.random.fold_in(jax.random.key(cfg.seed), count)
+  limits = _count_limits(cfg)
+
+  def over(c: _Round) -> jax.Array:
+    """Whether the rounds stop early: more requests at some level or above than allowed."""
+    return jnp.any(c.above > limits) & _STOP_EARLY
 
   def round_inputs(c: _Round) -> _RoundInputs:
     """What a round needs that does not depend on how many rows it gathers."""
@@ -634,7 +661,8 @@ def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
       up_idx = jnp.where(up, rows, cfg.capacity)
       y_r = y_r.at[l, up_idx].set(y_max[l].astype(jnp.int32), mode="drop")
       level = c.pr.level.at[up_idx].add(1, mode="drop")
-      return c._replace(pr=c.pr._replace(y_r=y_r, level=level)), up
+      above = c.above.at[l + 1].add(jnp.sum(up, dtype=jnp.int32), mode="drop")
+      return c._replace(pr=c.pr._replace(y_r=y_r, level=level), above=above), up
 
     def push(c: _Round, choice: jax.Array, accept_words, per_server: bool = False) -> _Round:
       # Each chosen server accepts the proposer with the largest random priority; equal
@@ -720,7 +748,9 @@ def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
         m = row_min if cfg.batch_relabel == "own" else jnp.min(row_min)
         c, up = raise_duals(c, m)
         m = jnp.broadcast_to(m, (gather,))
-        return c, ok_row & ~up & (row_min == m), up, jnp.int32(1), m
+        # If the relabel moved a request up past the omega check's bound, the rounds stop
+        # after it (as the loop does after any round): no round after it.
+        return c, ok_row & ~up & (row_min == m) & ~over(c), up, jnp.int32(1), m
 
       no_up = jnp.zeros(gather, bool)
       minus_one = jnp.full(gather, -1, jnp.int32)
@@ -861,10 +891,10 @@ def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
   held_at = jnp.where(holder >= 0, state.extra.level[jnp.maximum(holder, 0)], top + 1)
   init = _Round(state.request_of, state.server_of, state.extra, jnp.int32(0), slots,
                 jnp.int32(-_KEY_BLOCK), jnp.zeros((_KEY_BLOCK + 1, 4), jnp.uint32),
-                jnp.zeros(width, bool), jnp.int32(-1), held_at)
-  out = jax.lax.while_loop(lambda c: jnp.any(c.slots < cfg.capacity), body, init)
+                jnp.zeros(width, bool), jnp.int32(-1), held_at, _level_counts(state, count))
+  out = jax.lax.while_loop(lambda c: jnp.any(c.slots < cfg.capacity) & ~over(c), body, init)
   pr = out.pr._replace(rounds=out.pr.rounds + out.rounds)
-  return state.replace(request_of=out.request_of, server_of=out.server_of, extra=pr)
+  return state.replace(request_of=out.request_of, server_of=out.server_of, extra=pr), over(out)
 
 
 def insert_batch_push_relabel(state: MatchState, requests: jax.Array) -> MatchState:
@@ -874,7 +904,9 @@ def insert_batch_push_relabel(state: MatchState, requests: jax.Array) -> MatchSt
   1 - y_0(s))``. After the rounds the omega check runs; if it fails, omega
   doubles and every request is re-inserted in arrival order by the same parallel
   rounds, ``len(requests)`` at a time (:func:`_rounds_batch`), until the check
-  holds. ``extra.rounds`` counts every round, re-insertions included, and
+  holds. The rounds stop as soon as the check is bound to fail (more requests at some
+  level or above than it allows; levels only rise): the same states as checking at the
+  end. ``extra.rounds`` counts every round run, re-insertions included, and
   ``extra.rows_read`` the requests the rounds gathered, each to compute its slacks
   to every server (the work a sequential step does for one request), each time it
   is gathered, padding excluded. On CPU a loop step may gather twice (the requests
@@ -924,9 +956,12 @@ def _rounds_batch(state: MatchState, rows: jax.Array, count: jax.Array) -> Match
 
   One loop over chunks of rows ``[first, min(first + width, count))`` runs both: the new
   requests are the chunk at ``first = start``, and after a failed check the chunks start
-  again at row 0. One placement by rounds in the program instead of two (the first
-  insertion, then the re-insertions, nested in two more loops) compiles in well under half
-  the time, with the same steps in the same order.
+  again at row 0. A chunk whose rounds stop early (the check is already bound to fail,
+  see :func:`_parallel_rounds`) starts over at once: the same states as running every
+  chunk to the end and failing the check there, with fewer rounds. One placement by
+  rounds in the program instead of two (the first insertion, then the re-insertions,
+  nested in two more loops) compiles in well under half the time, with the same steps in
+  the same order.
   """
   width = rows.shape[0]
   state = _first_omega(state, rows[0])
@@ -934,9 +969,9 @@ def _rounds_batch(state: MatchState, rows: jax.Array, count: jax.Array) -> Match
   def chunk(c: _Chunks) -> _Chunks:
     rows = c.first + jnp.arange(width)
     end = jnp.minimum(c.first + width, count)
-    s = _parallel_rounds(_start_free(c.state, rows, rows < end), rows, rows < end, end)
+    s, over = _parallel_rounds(_start_free(c.state, rows, rows < end), rows, rows < end, end)
     last = end >= count  # every request is placed: the omega check
-    redo = last & ~_omega_ok(s, count)
+    redo = over | (last & ~_omega_ok(s, count))
     s = jax.lax.cond(redo, _reset_doubled, lambda s: s, s)
     return _Chunks(s, jnp.where(redo, 0, end), last & ~redo)
 

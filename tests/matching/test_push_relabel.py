@@ -95,6 +95,38 @@ def test_batch_rounds_reinsert_in_parallel_and_small_gathers_change_nothing(monk
   np.testing.assert_array_equal(state.extra.level, padded.extra.level)
 
 
+def test_rounds_stop_once_the_omega_check_must_fail_with_the_same_states(monkeypatch):
+  # Levels only rise, so once more requests sit at a level or above than the omega check
+  # allows (delta = 0.001: one at level 1 or above), the check after the batch fails. The
+  # rounds stop there and omega doubles at once: after every batch the state equals that of
+  # rounds run to the end and checked there (the paper's order), only fewer rounds run.
+  servers, requests = _instance(0, 60)
+  assert [int(x) for x in np.floor(schedule(M.init(servers).config)["count_bound"])] == [
+      60, 1, 1, 1, 1, 1, 1]
+
+  def run():
+    insert_batch = jax.jit(lambda s, r: push_relabel.insert_batch_push_relabel(s, r))
+    state, states = M.init(servers), []
+    for i in (0, 30):
+      state = insert_batch(state, requests[i:i + 30])
+      states.append(state)
+    return states
+
+  early = run()
+  monkeypatch.setattr(push_relabel, "_STOP_EARLY", False)
+  full = run()
+  counters = ("rounds", "steps", "rows_read")
+  for a, b in zip(early, full, strict=True):
+    assert int(a.extra.restarts) == int(b.extra.restarts)
+    np.testing.assert_array_equal(a.server_of, b.server_of)
+    for name, x in a.extra._asdict().items():
+      if name not in counters:
+        np.testing.assert_array_equal(x, getattr(b.extra, name), err_msg=name)
+  assert int(early[0].extra.restarts) > 0  # the first batch doubles omega (its rounds stop)
+  assert int(early[-1].extra.rounds) < int(full[-1].extra.rounds)
+  assert int(early[-1].extra.rows_read) < int(full[-1].extra.rows_read)
+
+
 def test_own_relabel_equals_its_kernel_form_and_stays_feasible(monkeypatch):
   # batch_relabel="own" (not the paper's): a relabel raises each free request of the level
   # by its own minimum slack + 1. The CPU rounds and the kernel form (round_proposals'
