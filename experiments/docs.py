@@ -471,52 +471,65 @@ def _within(rows: list[dict]) -> str:
   return f"{sum(r['batch_vs_sequential'] <= 2 for r in rows)} of {len(rows)}"
 
 
-def _split_compare(pairs: list[tuple[str, dict, dict]]) -> dict[str, str]:
-  """Batch rounds with XLA:CPU's thread-pool split against the same comparison without it:
-  ``(record, split, unsplit)``, where ``split`` is the ``bench_matching --section batch``
-  result kept as ``<record>_split`` (made before the insertion programs turned the split
-  off) and ``unsplit`` the one in ``<record>``, with the same instances, widths and
-  settings (checked). ``batch_split``: a table, one row per instance and width (mean over
-  seeds); ``batch_split_small`` / ``_10k``: the range of the time ratio (unsplit / split)
-  at n < 10,000 / n >= 10,000; ``batch_split_within``: runs at n < 10,000 with batch
-  within 2x of sequential, per relabel rule, with the split and without."""
-  rows, commits, ratios, within = [], set(), {"small": [], "10k": []}, {}
+def _compare_batch(pairs: list[tuple[str, dict, dict]], key: str, names: tuple[str, str],
+                   phrases: tuple[str, str], sources: tuple[str, str]) -> dict[str, str]:
+  """Two ``bench_matching --section batch`` results of the same runs, before and after a
+  change: ``(record, before, after)`` with the same instances, widths and settings
+  (checked). ``names``: the two columns' labels; ``phrases``: how the within-2x counts
+  name them; ``sources``: the sentences that say which records hold each. Returns
+  ``key``: a table, one row per instance and width (mean over seeds), with both times,
+  their ratio (after / before), both batch / sequential ratios and both round counts;
+  ``key_small`` / ``key_10k``: the range of the time ratio at n < 10,000 / n >= 10,000;
+  ``key_within``: runs at n < 10,000 with batch within 2x of sequential, per relabel
+  rule, before and after."""
+  rows, ratios, within = [], {"small": [], "10k": []}, {}
   same = ("batch_relabel", "chunks", "repeats", "cores", "xla_threads")
-  for record, split, unsplit in pairs:
-    old_sec, new_sec = split["batch"], unsplit["batch"]
+  before_name, after_name = names
+  for record, before, after in pairs:
+    old_sec, new_sec = before["batch"], after["batch"]
     if any(old_sec.get(k) != new_sec.get(k) for k in same):
-      raise ValueError(f"{record}_split and {record} differ in their settings ({same})")
-    commits.add(split["provenance"]["git_commit"][:7])
+      raise ValueError(f"the records paired with {record} differ in their settings ({same})")
     rule = "own" if new_sec.get("batch_relabel") == "own" else "paper's"
+    threads = f", {_pool_text(new_sec).split(', ')[-1]}" if new_sec.get("xla_threads") == 1 else ""
     for part in ("rows", "sweep"):
       old, new = old_sec.get(part) or [], {_run_key(r): r for r in new_sec.get(part) or []}
       if sorted(map(_run_key, old)) != sorted(new):
-        raise ValueError(f"{record}_split and {record} hold other {part}")
+        raise ValueError(f"the records paired with {record} hold other {part}")
       for (family, n, chunk), at in _by_instance(old, with_chunk=True).items():
         now = [new[_run_key(r)] for r in at]
         mean = lambda rs, k: float(np.mean([r[k] for r in rs]))  # noqa: E731
         ratios["10k" if n >= 10000 else "small"].append(mean(now, "batch_s")
                                                         / mean(at, "batch_s"))
         rows.append([f"{FAMILY[family]}, n = {thousands(n)}, width {thousands(chunk)}"
-                     + (f" (seed {at[0]['seed']})" if len(at) == 1 else ""), rule,
+                     + (f" (seed {at[0]['seed']})" if len(at) == 1 else "") + threads, rule,
                      secs(mean(at, "batch_s")), secs(mean(now, "batch_s")),
                      f(mean(now, "batch_s") / mean(at, "batch_s")),
                      f"{f(mean(at, 'batch_vs_sequential'))} / "
-                     f"{f(mean(now, 'batch_vs_sequential'))}"])
+                     f"{f(mean(now, 'batch_vs_sequential'))}",
+                     f"{thousands(mean(at, 'rounds'))} / {thousands(mean(now, 'rounds'))}"])
     small = [r for r in old_sec["rows"] if r["n"] < 10000]
     if small:
       now = [r for r in new_sec["rows"] if r["n"] < 10000]
-      within[rule] = f"{_within(small)} with the split, {_within(now)} without"
-  text = ("\n" + table(["instance", "relabel rule", "batch rounds, split", "unsplit",
-                        "unsplit / split", "batch / sequential (split / unsplit)"], rows)
-          + f"\n\nSplit: the records made at {', '.join(sorted(commits))}, before the "
-            "option (" + ", ".join(f"`{r}_split`" for r, _, _ in pairs) + "); unsplit: "
-            "the records of the same name without the suffix, above. Times as in those "
-            "records (a median of several runs, or one run); mean over seeds; separate "
-            f"processes on {_pool_text(pairs[0][2]['batch'])}.\n")
-  return {"batch_split": text, "batch_split_small": span(ratios["small"]),
-          "batch_split_10k": span(ratios["10k"]),
-          "batch_split_within": "; ".join(f"{rule}: {w}" for rule, w in within.items())}
+      within.setdefault(rule, f"{_within(small)} {phrases[0]}, {_within(now)} {phrases[1]}")
+  text = ("\n" + table(["instance", "relabel rule", f"batch rounds, {before_name}", after_name,
+                        f"{after_name} / {before_name}",
+                        f"batch / sequential ({before_name} / {after_name})",
+                        f"rounds ({before_name} / {after_name})"], rows)
+          + f"\n\n{sources[0]}; {sources[1]} Times as in those records (a median of several "
+            "runs, or one run); mean over seeds; separate processes on 2 cores.\n")
+  return {key: text, f"{key}_small": span(ratios["small"]), f"{key}_10k": span(ratios["10k"]),
+          f"{key}_within": "; ".join(f"{rule}: {w}" for rule, w in within.items())}
+
+
+def _batch_pairs(before: str, after: str, records: tuple[str, ...]) -> list[tuple[str, dict, dict]]:
+  """``(record, record + before, record + after)`` results of the matching batch records."""
+  return [(r, load("matching_incremental", r + before), load("matching_incremental", r + after))
+          for r in records]
+
+
+def _commits(pairs: list[tuple[str, dict, dict]], which: int) -> str:
+  """The git commits (short) the ``which``-th results of ``pairs`` were made at."""
+  return ", ".join(sorted({p[which]["provenance"]["git_commit"][:7] for p in pairs}))
 
 
 def _pool_gap(pairs: list[tuple[list[dict], list[dict]]]) -> str:
@@ -655,6 +668,10 @@ def matching_incremental() -> dict[str, str]:
   bb = bb_record["batch"]
   bb10k = load("matching_incremental", "bench_batch_10k")
   bs = load("matching_incremental", "bench_batch_split")["batch"]
+  wide = ("bench_batch", "bench_batch_own", "bench_batch_10k", "bench_batch_10k_own",
+          "bench_batch_10k_widths", "bench_batch_10k_widths_clustered")
+  split = _batch_pairs("_split", "_nostop", wide)
+  stop = _batch_pairs("_nostop", "", wide + ("bench_batch_10k_one_thread",))
   frows, inst = [], {}
   for fam, n, runs in _instances(full):
     pr = _final(runs, "push_relabel")
@@ -724,10 +741,19 @@ def matching_incremental() -> dict[str, str]:
             load("matching_incremental", "bench_batch_10k_one_thread")["batch"]["rows"])]),
       "batch_pool_gap_split": _pool_gap([(bs["rows"], bs["one_thread_rows"]),
                                          (bs["sweep"], bs["one_thread_sweep"])]),
-      **_split_compare(
-          [(r, load("matching_incremental", f"{r}_split"), load("matching_incremental", r))
-           for r in ("bench_batch", "bench_batch_own", "bench_batch_10k", "bench_batch_10k_own",
-                     "bench_batch_10k_widths", "bench_batch_10k_widths_clustered")]),
+      **_compare_batch(split, "batch_split", ("split", "unsplit"),
+                       ("with the split", "without"),
+                       (f"Split: the records made at {_commits(split, 1)}, before the option "
+                        f"({', '.join(f'`{r}_split`' for r, _, _ in split)})",
+                        f"unsplit: those made at {_commits(split, 2)}, with it and before the "
+                        "rounds stopped early (the same names with `_nostop`).")),
+      **_compare_batch(stop, "batch_stop", ("to the end", "stopping early"),
+                       ("before", "after"),
+                       (f"To the end: the records made at {_commits(stop, 1)} "
+                        f"({', '.join(f'`{r}_nostop`' for r, _, _ in stop)}), whose rounds "
+                        "ran every chunk to its end before the omega check",
+                        f"stopping early: those made at {_commits(stop, 2)}, the records of "
+                        "the same names without the suffix, above.")),
       # The CPU rounds' blocking constants, from the code (not a measurement).
       "cpu_blocked_from": str(push_relabel._BLOCKED_FROM),
       "cpu_block": str(push_relabel._BLOCK),
