@@ -477,8 +477,9 @@ def _compare_batch(pairs: list[tuple[str, dict, dict]], key: str, names: tuple[s
   change: ``(record, before, after)`` with the same instances, widths and settings
   (checked). ``names``: the two columns' labels; ``phrases``: how the within-2x counts
   name them; ``sources``: the sentences that say which records hold each. Returns
-  ``key``: a table, one row per instance and width (mean over seeds), with both times,
-  their ratio (after / before), both batch / sequential ratios and both round counts;
+  ``key``: a table, one row per record, instance and width (mean over seeds), with both
+  times, their ratio (after / before), both batch / sequential ratios and both round
+  counts (a row notes a record's pool when it has one thread);
   ``key_small`` / ``key_10k``: the range of the time ratio at n < 10,000 / n >= 10,000;
   ``key_within``: runs at n < 10,000 with batch within 2x of sequential, per relabel
   rule, before and after."""
@@ -490,7 +491,7 @@ def _compare_batch(pairs: list[tuple[str, dict, dict]], key: str, names: tuple[s
     if any(old_sec.get(k) != new_sec.get(k) for k in same):
       raise ValueError(f"the records paired with {record} differ in their settings ({same})")
     rule = "own" if new_sec.get("batch_relabel") == "own" else "paper's"
-    threads = f", {_pool_text(new_sec).split(', ')[-1]}" if new_sec.get("xla_threads") == 1 else ""
+    threads = ", one XLA thread" if new_sec.get("xla_threads") == 1 else ""
     for part in ("rows", "sweep"):
       old, new = old_sec.get(part) or [], {_run_key(r): r for r in new_sec.get(part) or []}
       if sorted(map(_run_key, old)) != sorted(new):
@@ -500,8 +501,9 @@ def _compare_batch(pairs: list[tuple[str, dict, dict]], key: str, names: tuple[s
         mean = lambda rs, k: float(np.mean([r[k] for r in rs]))  # noqa: E731
         ratios["10k" if n >= 10000 else "small"].append(mean(now, "batch_s")
                                                         / mean(at, "batch_s"))
-        rows.append([f"{FAMILY[family]}, n = {thousands(n)}, width {thousands(chunk)}"
-                     + (f" (seed {at[0]['seed']})" if len(at) == 1 else "") + threads, rule,
+        rows.append([f"`{record}`", f"{FAMILY[family]}, n = {thousands(n)}, width "
+                     f"{thousands(chunk)}" + (f" (seed {at[0]['seed']})" if len(at) == 1 else "")
+                     + threads, rule,
                      secs(mean(at, "batch_s")), secs(mean(now, "batch_s")),
                      f(mean(now, "batch_s") / mean(at, "batch_s")),
                      f"{f(mean(at, 'batch_vs_sequential'))} / "
@@ -511,12 +513,17 @@ def _compare_batch(pairs: list[tuple[str, dict, dict]], key: str, names: tuple[s
     if small:
       now = [r for r in new_sec["rows"] if r["n"] < 10000]
       within.setdefault(rule, f"{_within(small)} {phrases[0]}, {_within(now)} {phrases[1]}")
-  text = ("\n" + table(["instance", "relabel rule", f"batch rounds, {before_name}", after_name,
+  cores = {p[2]["batch"].get("cores") for p in pairs}
+  if len(cores) != 1 or None in cores:
+    raise ValueError(f"the records paired with {key} ran on different or unrecorded cores")
+  pools = sorted({_pool_text(p[2]["batch"]) for p in pairs})
+  text = ("\n" + table(["record", "instance", "relabel rule", f"batch rounds, {before_name}",
+                        after_name,
                         f"{after_name} / {before_name}",
                         f"batch / sequential ({before_name} / {after_name})",
                         f"rounds ({before_name} / {after_name})"], rows)
           + f"\n\n{sources[0]}; {sources[1]} Times as in those records (a median of several "
-            "runs, or one run); mean over seeds; separate processes on 2 cores.\n")
+            f"runs, or one run); mean over seeds; separate processes on {' or '.join(pools)}.\n")
   return {key: text, f"{key}_small": span(ratios["small"]), f"{key}_10k": span(ratios["10k"]),
           f"{key}_within": "; ".join(f"{rule}: {w}" for rule, w in within.items())}
 
@@ -668,10 +675,10 @@ def matching_incremental() -> dict[str, str]:
   bb = bb_record["batch"]
   bb10k = load("matching_incremental", "bench_batch_10k")
   bs = load("matching_incremental", "bench_batch_split")["batch"]
-  wide = ("bench_batch", "bench_batch_own", "bench_batch_10k", "bench_batch_10k_own",
-          "bench_batch_10k_widths", "bench_batch_10k_widths_clustered")
-  split = _batch_pairs("_split", "_nostop", wide)
-  stop = _batch_pairs("_nostop", "", wide + ("bench_batch_10k_one_thread",))
+  default_pool = ("bench_batch", "bench_batch_own", "bench_batch_10k", "bench_batch_10k_own",
+                  "bench_batch_10k_widths", "bench_batch_10k_widths_clustered")
+  split = _batch_pairs("_split", "_nostop", default_pool)
+  stop = _batch_pairs("_nostop", "", default_pool + ("bench_batch_10k_one_thread",))
   frows, inst = [], {}
   for fam, n, runs in _instances(full):
     pr = _final(runs, "push_relabel")

@@ -587,11 +587,11 @@ def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
   kept in a slot list of the batch's width: a round reads those slots, not every stored
   request, and nothing in a round is capacity-wide.
 
-  Returns the state and whether the rounds stopped early: with ``_STOP_EARLY``, as soon
-  as more of the first ``count`` requests sit at some level or above than the omega check
-  allows (kept as a count per level, updated when requests move up). Levels only rise,
-  so the check at the end would fail; the caller doubles omega and starts over, and the
-  state the stop leaves (requests still free) is discarded.
+  Returns the state and ``(L,)`` how many of the first ``count`` requests sit at each
+  level or above (the omega check's counts, kept up to date as requests move up). With
+  ``_STOP_EARLY`` the rounds stop as soon as a count passes its bound: levels only rise
+  until omega doubles, so the check at the end would fail; the caller doubles omega and
+  starts over, and the state the stop leaves (requests still free) is discarded.
   """
   cfg = state.config
   sched = schedule(cfg)
@@ -894,7 +894,7 @@ def _parallel_rounds(state: MatchState, rows: jax.Array, valid: jax.Array,
                 jnp.zeros(width, bool), jnp.int32(-1), held_at, _level_counts(state, count))
   out = jax.lax.while_loop(lambda c: jnp.any(c.slots < cfg.capacity) & ~over(c), body, init)
   pr = out.pr._replace(rounds=out.pr.rounds + out.rounds)
-  return state.replace(request_of=out.request_of, server_of=out.server_of, extra=pr), over(out)
+  return state.replace(request_of=out.request_of, server_of=out.server_of, extra=pr), out.above
 
 
 def insert_batch_push_relabel(state: MatchState, requests: jax.Array) -> MatchState:
@@ -969,9 +969,11 @@ def _rounds_batch(state: MatchState, rows: jax.Array, count: jax.Array) -> Match
   def chunk(c: _Chunks) -> _Chunks:
     rows = c.first + jnp.arange(width)
     end = jnp.minimum(c.first + width, count)
-    s, over = _parallel_rounds(_start_free(c.state, rows, rows < end), rows, rows < end, end)
-    last = end >= count  # every request is placed: the omega check
-    redo = over | (last & ~_omega_ok(s, count))
+    s, above = _parallel_rounds(_start_free(c.state, rows, rows < end), rows, rows < end, end)
+    last = end >= count  # every request is placed: the omega check (on the last chunk the
+    # counts cover all count requests, as _omega_ok's do); a stop (a count past its bound
+    # before the last chunk) doubles omega at once
+    redo = jnp.any(above > _count_limits(s.config)) & (last | _STOP_EARLY)
     s = jax.lax.cond(redo, _reset_doubled, lambda s: s, s)
     return _Chunks(s, jnp.where(redo, 0, end), last & ~redo)
 

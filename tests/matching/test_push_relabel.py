@@ -117,12 +117,15 @@ def test_rounds_stop_once_the_omega_check_must_fail_with_the_same_states(monkeyp
   full = run()
   counters = ("rounds", "steps", "rows_read")
   for a, b in zip(early, full, strict=True):
-    assert int(a.extra.restarts) == int(b.extra.restarts)
-    np.testing.assert_array_equal(a.server_of, b.server_of)
     for name, x in a.extra._asdict().items():
       if name not in counters:
         np.testing.assert_array_equal(x, getattr(b.extra, name), err_msg=name)
-  assert int(early[0].extra.restarts) > 0  # the first batch doubles omega (its rounds stop)
+    a, b = a.replace(extra=None), b.replace(extra=None)  # every other field of the state
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+      np.testing.assert_array_equal(x, y)
+  # Both batches double omega (after the second one's doubling, its requests and the first
+  # batch's are re-inserted in two chunks).
+  assert 0 < int(early[0].extra.restarts) < int(early[1].extra.restarts)
   assert int(early[-1].extra.rounds) < int(full[-1].extra.rounds)
   assert int(early[-1].extra.rows_read) < int(full[-1].extra.rows_read)
 
