@@ -734,6 +734,8 @@ def matching_incremental() -> dict[str, str]:
       **_cpp_values(load("matching_incremental", "bench_cpp")["cpp"]),
       "batch_bench": _batch_bench(bb_record),
       "batch_bench_10k": _batch_bench(bb10k, "bench_batch_10k"),
+      "batch_bench_10k_seeds": _batch_bench(load("matching_incremental", "bench_batch_10k_seeds"),
+                                            "bench_batch_10k_seeds"),
       "batch_bench_10k_one_thread": _batch_bench(
           load("matching_incremental", "bench_batch_10k_one_thread"),
           "bench_batch_10k_one_thread"),
