@@ -56,12 +56,12 @@ from jaxlab.matching.state import (
 # passes a threshold to run in parts on XLA's thread pool. In the batch rounds that marks
 # the per-round slack computations (gathered rows x n), down to the smallest gathers: a
 # few microseconds of work per round, less than handing half of it to another thread and
-# waiting for it costs. Without the split the batch rounds take about a third less time
-# at n = 1,000-2,000 on 2 cores, and 0.84-1.07x of it at n = 10,000 (single runs). In
-# the sequential programs it marked one fusion, from n = 2,000 on, in the branch of steps
-# above level 0. The parts compute disjoint outputs: the same results, bit for bit on the
-# tested instances (experiments.bench_matching records the times). Inside a caller's
-# jax.jit these options do not apply (see _compiled).
+# waiting for it costs. Without the split the batch rounds ran faster at n = 1,000-2,000
+# on 2 cores and about as fast at n = 10,000 (docs/methods/matching_incremental.md has the
+# recorded before/after table). In the sequential programs it marked one fusion, from
+# n = 2,000 on, in the branch of steps above level 0. The parts compute disjoint outputs:
+# the same results, bit for bit on the tested instances. Inside a caller's jax.jit these
+# options do not apply (see _compiled).
 COMPILER_OPTIONS = {"xla_cpu_copy_insertion_use_region_analysis": True,
                     "xla_disable_hlo_passes": "tree_reduction_rewriter,cpu-parallel-task-assigner"}
 
