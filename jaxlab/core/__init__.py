@@ -4,11 +4,13 @@ Nothing here imports another jaxlab package. Modules: :mod:`~jaxlab.core.rng`
 (PRNG keys in typed and raw form, counter-hash random bits),
 :mod:`~jaxlab.core.checks` (argument checks on concrete values),
 :mod:`~jaxlab.core.stats` (the spread-over-seeds convention),
-:mod:`~jaxlab.core.horn` (Horn-clause forward chaining with proofs).
+:mod:`~jaxlab.core.horn` (Horn-clause forward chaining with proofs),
+:mod:`~jaxlab.core.fusion` (hints to XLA's fusion that change no value).
 """
 
-from jaxlab.core import checks, horn, rng, stats
+from jaxlab.core import checks, fusion, horn, rng, stats
 from jaxlab.core.checks import check_int, check_range, concrete, is_traced
+from jaxlab.core.fusion import materialize
 from jaxlab.core.rng import (
     advance_key,
     as_key,
@@ -24,6 +26,6 @@ from jaxlab.core.rng import (
 from jaxlab.core.stats import Spread, format_spread, spread
 
 __all__ = ["Spread", "advance_key", "as_key", "as_key_data", "check_int", "check_range",
-           "checks", "concrete", "format_spread", "hash_bits", "horn", "is_traced", "key_words",
-           "random_bits", "rng", "split_key_data", "split_leaf_keys", "spread", "stats",
-           "stream_bits", "stream_key_data"]
+           "checks", "concrete", "format_spread", "fusion", "hash_bits", "horn", "is_traced",
+           "key_words", "materialize", "random_bits", "rng", "split_key_data", "split_leaf_keys",
+           "spread", "stats", "stream_bits", "stream_key_data"]

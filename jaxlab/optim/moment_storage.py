@@ -43,6 +43,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from jaxlab.core.fusion import materialize
 from jaxlab.core.rng import random_bits
 from jaxlab.quant.float_format import FloatFormat, quantize_f32
 
@@ -93,19 +94,6 @@ def _round_to_int(y: jax.Array, rounding: str, key: jax.Array | None) -> jax.Arr
   if rounding == "truncate":
     return jnp.trunc(y)
   return jnp.round(y)  # ties to even
-
-
-def _materialized(y: jax.Array, bound: float) -> jax.Array:
-  """``y`` itself (``y / 1``, exact, NaN included), computed once rather than per consumer.
-
-  The codes have two consumers in an optimizer step: the stored codes and the decoded
-  moment the update reads. XLA:CPU fuses a chain of cheap elementwise ops into every
-  consumer, so the update recomputed the whole encode (random bits, scaling, rounding);
-  measured, that was the largest fusion of the step. A float division is an op XLA does
-  not duplicate, so ``y`` is written once and both consumers read it. The divisor is 1
-  because ``|y| <= bound`` (or y is NaN); XLA cannot know that, so it cannot fold it.
-  """
-  return y / jnp.where(y > bound, 2.0, 1.0)
 
 
 def _f8_from_f32(q: jax.Array) -> jax.Array:
@@ -207,17 +195,24 @@ def encode(
   return codes, scales
 
 
-@functools.partial(jax.jit, static_argnames=("storage", "rounding", "second_moment", "dtype"))
+@functools.partial(jax.jit,
+                   static_argnames=("storage", "rounding", "second_moment", "dtype", "root"))
 def encode_and_decode(
     x: jax.Array, storage: str, rounding: str, key: jax.Array | None, second_moment: bool,
-    dtype,
+    dtype, root: bool = False,
 ) -> tuple[jax.Array, jax.Array | None, jax.Array]:
   """``(codes, scales, decode(codes, scales, ...))`` in one pass, as an optimizer step needs.
 
   The decoded moment is computed from the rounded values before they become codes
   (``q * scale``), the same numbers :func:`decode` gives (NaN where it gives NaN), so
-  the step does not unpack the codes it has just packed.
+  the step does not unpack the codes it has just packed. With ``root`` (a second moment
+  in a block-scaled storage, see :func:`stores_root`) the third value is the decoded
+  root ``sqrt(v)`` itself, before :func:`decode` squares it: Adam's denominator needs
+  ``sqrt(v)``, and squaring to take the root again costs a square root per element.
   """
+  if root and not stores_root(storage, second_moment):
+    raise ValueError(f"root=True needs a second moment in a block-scaled storage, got "
+                     f"storage={storage!r}, second_moment={second_moment}")
   codes, scales, q = _encode(x, storage, rounding, key, second_moment)
   if storage == "bfloat16":
     return codes, None, codes.astype(dtype)
@@ -225,9 +220,14 @@ def encode_and_decode(
   if storage == "int8":
     y = jnp.where(q == _NONFINITE_CODE["int8"], jnp.nan, y)
   y = _unblocks(y, x)
-  if second_moment:
+  if second_moment and not root:
     y = y * y
   return codes, scales, y.astype(dtype)
+
+
+def stores_root(storage: str | None, second_moment: bool) -> bool:
+  """Whether ``storage`` codes a second moment as ``sqrt(v)`` (int8 and float8 do)."""
+  return second_moment and storage in _CODE_MAX
 
 
 def _encode(x, storage, rounding, key, second_moment):
@@ -265,7 +265,10 @@ def _encode(x, storage, rounding, key, second_moment):
     smallest = fmt.min_subnormal
   if second_moment:  # a positive v must not decode to 0 (see module docstring)
     q = jnp.where((q == 0) & (y > 0), smallest, q)
-  q = _materialized(jnp.where(finite, q, _NONFINITE_CODE[storage]), _CODE_MAX[storage])
+  # The codes have two consumers, the stored codes and the decoded moment the update reads:
+  # written once, or XLA recomputes the whole encode (random bits, scaling, rounding) in
+  # the update, which measured as the step's largest fusion.
+  q = materialize(jnp.where(finite, q, _NONFINITE_CODE[storage]))
   y = _unblocks(q, x)
   codes = y.astype(jnp.int8) if storage == "int8" else _f8_from_f32(y)
   return codes, scale, q

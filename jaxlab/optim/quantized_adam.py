@@ -109,13 +109,20 @@ class MomentBuffer:
         lambda c, s, g: ms.decode(c, s, self.storage, self.second_moment, g.dtype),
         codes, scales, like, is_leaf=lambda x: x is None)
 
-  def store(self, values: Any, key: Any, old_codes: Any) -> tuple[Any, Any, Any]:
+  @property
+  def stores_root(self) -> bool:
+    """Whether the codes hold ``sqrt(v)`` (a second moment in int8 or float8 storage)."""
+    return ms.stores_root(self.storage, self.second_moment)
+
+  def store(self, values: Any, key: Any, old_codes: Any,
+            root: bool = False) -> tuple[Any, Any, Any]:
     """Returns ``(codes, scales, stored_values)``: what is kept and what it means.
 
     ``key`` is this step's key for this buffer from :func:`moment_keys` (None when
     nothing is random): a format rounds every leaf as a slice of the flattened tree with
     one key (bits by flat index, as the fused kernel draws them); compact storage
-    encodes each leaf with its own key (``key`` holds one per leaf).
+    encodes each leaf with its own key (``key`` holds one per leaf). With ``root`` (only
+    where :attr:`stores_root`) the stored values are the coded roots ``sqrt(v)``.
     """
     leaves, treedef = jax.tree.flatten(values)
     old = treedef.flatten_up_to(old_codes)
@@ -128,7 +135,8 @@ class MomentBuffer:
       tree = jax.tree.unflatten(treedef, q)
       return tree, None, tree
     # Compact storage always rounds stochastically (see moment_storage).
-    enc = [ms.encode_and_decode(x, self.storage, "stochastic", k, self.second_moment, x.dtype)
+    enc = [ms.encode_and_decode(x, self.storage, "stochastic", k, self.second_moment, x.dtype,
+                                root)
            for x, k in zip(leaves, list(key), strict=True)]
     codes, scales, stored = ([jax.tree.unflatten(treedef, [e[i] for e in enc])] for i in range(3))
     return codes[0], None if self.storage == "bfloat16" else scales[0], stored[0]
@@ -199,6 +207,10 @@ def scale_by_quantized_adam(
     moment_storage: None, "bfloat16" (a plain cast, no scales), "float8_e4m3fn"
       or "int8" (block-wise absmax scaled, block 256, second moment stored as
       sqrt(v)); always rounded stochastically; exclusive with ``mu`` / ``nu``.
+      With int8 or float8 storage and ``eps_root`` a literal 0, ``u`` is formed
+      from the coded root as ``m c1 / (sqrt(v) c2 + eps)`` with scalar bias
+      corrections ``c1 = 1 / (1 - b1^t)``, ``c2 = 1 / sqrt(1 - b2^t)`` (``m_hat``
+      as above with ``nesterov``): the same values up to float32 rounding.
 
   Returns:
     An ``optax.GradientTransformation`` with :class:`ScaleByQuantizedAdamState`.
@@ -221,6 +233,10 @@ def scale_by_quantized_adam(
     del params
     needs_key = rounding == "stochastic" or moment_storage is not None
     key, step_key = advance_key(state.key, needs_key)
+    # int8 / float8 code sqrt(v); with eps_root a literal 0 the denominator is taken
+    # from that root (an eps_root array, e.g. under inject_hyperparams, takes the
+    # general form).
+    from_root = nu_buf.stores_root and is_literal_zero(eps_root)
     mu_prev = mu_buf.load(state.mu, state.mu_scale, updates)
     nu_prev = nu_buf.load(state.nu, state.nu_scale, updates)
     # Moment updates, written as optax.tree.update_moment(_per_elem_norm) does.
@@ -229,14 +245,26 @@ def scale_by_quantized_adam(
     mu_key, nu_key = moment_keys(step_key, (STREAM_MU, STREAM_NU), moment_storage,
                                  len(jax.tree.leaves(updates)))
     mu_codes, mu_scale, mu_t = mu_buf.store(mu_new, mu_key, state.mu)
-    nu_codes, nu_scale, nu_t = nu_buf.store(nu_new, nu_key, state.nu)
+    nu_codes, nu_scale, nu_t = nu_buf.store(nu_new, nu_key, state.nu, root=from_root)
 
     count_inc = optax.safe_increment(state.count)
-    mu_hat = corrected_momentum(mu_t, updates, b1, count_inc, nesterov)
-    nu_hat = optax.tree.bias_correction(nu_t, b2, count_inc)
-    new_updates = jax.tree.map(
-        lambda m, v, g: (m / (jnp.sqrt(v + eps_root) + eps)).astype(g.dtype),
-        mu_hat, nu_hat, updates)
+    if from_root:
+      # Compact storage has no optax bits to match, so the bias corrections are scalar
+      # factors: m / (1 - b1^t) and sqrt(v_hat) = sqrt(v) / sqrt(1 - b2^t) from the coded
+      # root, without a per-element division, square and root (the same values up to
+      # float32 rounding).
+      def scaled(tree, factor):
+        return jax.tree.map(lambda x: x * factor.astype(x.dtype), tree)
+
+      mu_hat = (corrected_momentum(mu_t, updates, b1, count_inc, nesterov) if nesterov
+                else scaled(mu_t, 1 / (1 - b1 ** count_inc)))
+      denom = jax.tree.map(lambda r: r + eps,
+                           scaled(nu_t, lax.rsqrt(1 - (b2 ** count_inc).astype(jnp.float32))))
+    else:
+      mu_hat = corrected_momentum(mu_t, updates, b1, count_inc, nesterov)
+      nu_hat = optax.tree.bias_correction(nu_t, b2, count_inc)
+      denom = jax.tree.map(lambda v: jnp.sqrt(v + eps_root) + eps, nu_hat)
+    new_updates = jax.tree.map(lambda m, d, g: (m / d).astype(g.dtype), mu_hat, denom, updates)
     new_state = ScaleByQuantizedAdamState(count_inc, key, mu_codes, nu_codes, mu_scale, nu_scale)
     return new_updates, new_state
 

@@ -29,6 +29,7 @@ import jax
 import optax
 
 from jaxlab.core.checks import check_int
+from jaxlab.core.fusion import materialize
 from jaxlab.core.rng import advance_key, stream_key_data
 from jaxlab.quant.float_format import FloatFormat, check_rounding, quantize, quantize_tree
 
@@ -94,7 +95,10 @@ def quantize_updates(
     del params
     leaves, treedef = jax.tree.flatten(updates)
     key, step_key = advance_key(state.key, rounding == "stochastic")
-    out = quantize_flat(leaves, fmt, rounding, step_key)
+    # Written once (jaxlab.core.materialize): Adam's two moments and the weight update
+    # read the rounded gradient, and XLA would otherwise recompute its random bits and
+    # rounding in each of them.
+    out = [materialize(x) for x in quantize_flat(leaves, fmt, rounding, step_key)]
     return jax.tree.unflatten(treedef, out), QuantizeState(key=key)
 
   return optax.GradientTransformation(init_fn, update_fn)

@@ -54,6 +54,51 @@ def test_state_bytes_at_most_030_of_optax_adam(storage):
   assert ratio <= 0.3, ratio
 
 
+@pytest.mark.parametrize("eps_root", [0.0, "array"])
+@pytest.mark.parametrize("nesterov", [False, True])
+@pytest.mark.parametrize("storage", ["bfloat16", "float8_e4m3fn", "int8"])
+def test_update_is_adam_on_the_decoded_moments(storage, nesterov, eps_root):
+  """The step's update from the moments its state decodes to, by Adam's formula.
+
+  int8 / float8 with a literal eps_root 0 form the denominator from the coded root with
+  scalar bias corrections; the others the formula itself: both within float32 rounding.
+  """
+  from jaxlab.optim import scale_by_quantized_adam
+
+  b1, b2, eps = 0.9, 0.999, 1e-8
+  eps_root = jnp.float32(0.0) if eps_root == "array" else eps_root
+  rule = scale_by_quantized_adam(b1, b2, eps, eps_root, nesterov=nesterov,
+                                 moment_storage=storage)
+  ks = jax.random.split(jax.random.key(3), 3)
+  params = {"w": jnp.zeros((40, 30)), "b": jnp.zeros(7)}
+  grads = [jax.tree.map(lambda p, k=k: jax.random.normal(k, p.shape)
+                        * jnp.exp(jax.random.uniform(k, p.shape, minval=-4.0, maxval=4.0)),
+                        params) for k in ks]
+  state = rule.init(params)
+  for g in grads:
+    u, state = jax.jit(rule.update)(g, state)
+  t = len(grads)
+
+  def dec(codes, scales, second):
+    return jax.tree.map(lambda c, s: ms.decode(c, s, storage, second, jnp.float32), codes,
+                        scales if scales is not None else jax.tree.map(lambda _: None, codes),
+                        is_leaf=lambda x: x is None)
+
+  m, v = dec(state.mu, state.mu_scale, False), dec(state.nu, state.nu_scale, True)
+  g = grads[-1]
+  # float32 bias corrections as the jitted step forms them (1 - b^t cancels, so an ulp of
+  # b^t is many ulps of the difference), then the formula in float64
+  bc = lambda b, t: np.float64(jax.jit(lambda c: 1 - b ** c)(jnp.int32(t)))
+  for name in params:
+    mm, vv, gg = (np.asarray(x[name], np.float64) for x in (m, v, g))
+    if nesterov:
+      m_hat = b1 * mm / bc(b1, t + 1) + (1 - b1) * gg / bc(b1, t)
+    else:
+      m_hat = mm / bc(b1, t)
+    ref = m_hat / (np.sqrt(vv / bc(b2, t)) + eps)
+    np.testing.assert_allclose(u[name], ref, rtol=2e-6, atol=0)  # a few float32 roundings
+
+
 @pytest.mark.parametrize("storage", ["bfloat16", "float8_e4m3fn", "int8"])
 def test_least_squares_final_loss_within_5_percent_of_fp32(storage):
   k1, k2, k3 = jax.random.split(jax.random.key(2), 3)
