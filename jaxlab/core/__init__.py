@@ -5,7 +5,7 @@ Nothing here imports another jaxlab package. Modules: :mod:`~jaxlab.core.rng`
 :mod:`~jaxlab.core.checks` (argument checks on concrete values),
 :mod:`~jaxlab.core.stats` (the spread-over-seeds convention),
 :mod:`~jaxlab.core.horn` (Horn-clause forward chaining with proofs),
-:mod:`~jaxlab.core.fusion` (hints to XLA's fusion that change no value).
+:mod:`~jaxlab.core.fusion` (hints to XLA's fusion that leave the hinted values unchanged).
 """
 
 from jaxlab.core import checks, fusion, horn, rng, stats

@@ -1,4 +1,4 @@
-"""Hints to XLA's operator fusion that leave every value unchanged (a leaf module)."""
+"""Hints to XLA's operator fusion that leave the hinted values unchanged (a leaf module)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,10 @@ def materialize(y: jax.Array) -> jax.Array:
   worth it only where the chain before ``y`` is longer and ``y`` has several consumers
   (measure). The values are ``y``'s bits, except subnormals on a backend that flushes
   them to zero in arithmetic (XLA:CPU does), which become zeros of their sign, as they
-  would in any arithmetic consumer of ``y``. Non-float arrays are returned as they are.
+  would in any arithmetic consumer of ``y``. Results computed from ``y`` may still move
+  at float32 rounding: XLA:CPU contracts a multiply and an add within one fusion into an
+  FMA, and a new fusion boundary changes which pairs it contracts. Non-float arrays are
+  returned as they are.
   """
   if not jnp.issubdtype(y.dtype, jnp.floating):
     return y
