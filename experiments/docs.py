@@ -712,6 +712,11 @@ def matching_incremental() -> dict[str, str]:
       "bench_10k_exact": secs(b10k["exact_s"]),
       "bench_10k_pr": f(b10k["push_relabel_ratio"], 3),
       "full_seeds": str(full["config"]["seeds"]),
+      "full_wall": seconds(full["wall_time_s"]),
+      "full_batch_vs_seq": span([_time(runs, "push_relabel/batch") / _time(runs, "push_relabel")
+                                 for runs in inst.values()], lambda x: f(x)),
+      "full_fallbacks": thousands(max(r["algorithms"]["push_relabel/batch"].get("fallbacks", -1)
+                                      for runs in inst.values() for r in runs)),
       "full_table": table(["instance", "push_relabel", "+ exact tail",
                            "batch rounds (cost, time, rounds)", "exact",
                            "greedy", "one scipy solve"], frows),
