@@ -5,7 +5,8 @@ Nothing here imports another jaxlab package. Modules: :mod:`~jaxlab.core.rng`
 :mod:`~jaxlab.core.checks` (argument checks on concrete values),
 :mod:`~jaxlab.core.stats` (the spread-over-seeds convention),
 :mod:`~jaxlab.core.horn` (Horn-clause forward chaining with proofs),
-:mod:`~jaxlab.core.fusion` (hints to XLA's fusion that leave the hinted values unchanged).
+:mod:`~jaxlab.core.fusion` (hints to XLA's fusion that leave the hinted values unchanged, up to
+flushed subnormals).
 """
 
 from jaxlab.core import checks, fusion, horn, rng, stats

@@ -1,4 +1,5 @@
-"""Hints to XLA's operator fusion that leave the hinted values unchanged (a leaf module)."""
+"""Hints to XLA's operator fusion that leave the hinted values unchanged (up to flushed
+subnormals; a leaf module)."""
 
 from __future__ import annotations
 

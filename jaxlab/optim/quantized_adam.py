@@ -124,6 +124,9 @@ class MomentBuffer:
     encodes each leaf with its own key (``key`` holds one per leaf). With ``root`` (only
     where :attr:`stores_root`) the stored values are the coded roots ``sqrt(v)``.
     """
+    if root and not self.stores_root:
+      raise ValueError(f"root=True needs a second moment in int8 or float8 storage, got "
+                       f"storage={self.storage!r}, second_moment={self.second_moment}")
     leaves, treedef = jax.tree.flatten(values)
     old = treedef.flatten_up_to(old_codes)
     if self.storage is None:
@@ -136,7 +139,7 @@ class MomentBuffer:
       return tree, None, tree
     # Compact storage always rounds stochastically (see moment_storage).
     enc = [ms.encode_and_decode(x, self.storage, "stochastic", k, self.second_moment, x.dtype,
-                                root)
+                                root=root)
            for x, k in zip(leaves, list(key), strict=True)]
     codes, scales, stored = ([jax.tree.unflatten(treedef, [e[i] for e in enc])] for i in range(3))
     return codes[0], None if self.storage == "bfloat16" else scales[0], stored[0]
@@ -210,7 +213,8 @@ def scale_by_quantized_adam(
       With int8 or float8 storage and ``eps_root`` a literal 0, ``u`` is formed
       from the coded root as ``m c1 / (sqrt(v) c2 + eps)`` with scalar bias
       corrections ``c1 = 1 / (1 - b1^t)``, ``c2 = 1 / sqrt(1 - b2^t)`` (``m_hat``
-      as above with ``nesterov``): the same values up to float32 rounding.
+      as above with ``nesterov``): the same values up to rounding in the leaf's
+      dtype.
 
   Returns:
     An ``optax.GradientTransformation`` with :class:`ScaleByQuantizedAdamState`.
@@ -252,7 +256,7 @@ def scale_by_quantized_adam(
       # Compact storage has no optax bits to match, so the bias corrections are scalar
       # factors: m / (1 - b1^t) and sqrt(v_hat) = sqrt(v) / sqrt(1 - b2^t) from the coded
       # root, without a per-element division, square and root (the same values up to
-      # float32 rounding).
+      # rounding in the leaf's dtype).
       def scaled(tree, factor):
         return jax.tree.map(lambda x: x * factor.astype(x.dtype), tree)
 

@@ -57,7 +57,7 @@ def test_state_bytes_at_most_030_of_optax_adam(storage):
 @pytest.mark.parametrize("eps_root", [0.0, "array"])
 @pytest.mark.parametrize("nesterov", [False, True])
 @pytest.mark.parametrize("storage", ["bfloat16", "float8_e4m3fn", "int8"])
-def test_update_is_adam_on_the_decoded_moments(storage, nesterov, eps_root):
+def test_update_is_adam_on_the_decoded_moments(storage, nesterov, eps_root, monkeypatch):
   """The step's update from the moments its state decodes to, by Adam's formula.
 
   int8 / float8 with a literal eps_root 0 form the denominator from the coded root with
@@ -65,8 +65,13 @@ def test_update_is_adam_on_the_decoded_moments(storage, nesterov, eps_root):
   """
   from jaxlab.optim import scale_by_quantized_adam
 
-  b1, b2, eps = 0.9, 0.999, 1e-8
-  eps_root = jnp.float32(0.0) if eps_root == "array" else eps_root
+  b1, b2, eps = 0.9, 0.999, 1e-3  # an eps that matters next to the smallest sqrt(v_hat)
+  literal = eps_root != "array"
+  eps_root = eps_root if literal else jnp.float32(0.0)
+  roots = []  # the root argument of every encode the step traces
+  codec = ms.encode_and_decode
+  monkeypatch.setattr(ms, "encode_and_decode", lambda *a, root=False, **k: (
+      roots.append(root), codec(*a, root=root, **k))[1])
   rule = scale_by_quantized_adam(b1, b2, eps, eps_root, nesterov=nesterov,
                                  moment_storage=storage)
   ks = jax.random.split(jax.random.key(3), 3)
@@ -78,6 +83,8 @@ def test_update_is_adam_on_the_decoded_moments(storage, nesterov, eps_root):
   for g in grads:
     u, state = jax.jit(rule.update)(g, state)
   t = len(grads)
+  # the root path runs exactly where documented: int8 / float8 with a literal eps_root 0
+  assert any(roots) == (literal and storage != "bfloat16"), roots
 
   def dec(codes, scales, second):
     return jax.tree.map(lambda c, s: ms.decode(c, s, storage, second, jnp.float32), codes,
