@@ -9,13 +9,12 @@ over generated tokens: group advantages, returns-to-go, clipped loss with k3 KL)
 MLP noise predictor, a scanned fit and an ancestral sampler),
 :mod:`~jaxlab.models.sample_quality` (the shared sample-quality yardstick of generated
 digits: a seeded digits classifier whose features give a Frechet distance and whose
-predictions give class accuracy; our stand-in for Inception-FID), and
-:mod:`~jaxlab.models.markov_text`, which re-exports :mod:`jaxlab.data.markov_text`
-(the corpus' home since the data sets moved to :mod:`jaxlab.data`).
+predictions give class accuracy; our stand-in for Inception-FID). The data sets these
+models train on live in :mod:`jaxlab.data`.
 """
 
-from jaxlab.models import ddpm, decoding, markov_text, policy_gradient, sample_quality, transformer
+from jaxlab.models import ddpm, decoding, policy_gradient, sample_quality, transformer
 from jaxlab.models.transformer import Transformer, TransformerConfig, next_token_loss
 
-__all__ = ["Transformer", "TransformerConfig", "ddpm", "decoding", "markov_text",
-           "next_token_loss", "policy_gradient", "sample_quality", "transformer"]
+__all__ = ["Transformer", "TransformerConfig", "ddpm", "decoding", "next_token_loss",
+           "policy_gradient", "sample_quality", "transformer"]

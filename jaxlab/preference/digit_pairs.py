@@ -110,7 +110,7 @@ def pretrain(key: jax.Array, data: DigitSplit, *, steps: int = 1500, batch: int 
   """CLIP-style pre-training on :func:`pretraining_batch` batches (order never needed,
   and the captions' order is wrong with probability ``order_noise``).
 
-  Returns the encoder as a :class:`~jaxlab.rl.networks.Net` and the loss every
+  Returns the encoder as a :class:`~jaxlab.nn.Net` and the loss every
   100 steps. One jitted ``lax.scan`` over steps.
   """
   k_init, k_data = jax.random.split(key)

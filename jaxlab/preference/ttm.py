@@ -36,10 +36,10 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
-from jaxlab.matching import optimal_assignment
-
-ENUMERATE_UP_TO = 6  # k! <= 720 permutations: enumerate in jnp; above, scipy assignments
+ENUMERATE_UP_TO = 6  # k! <= 720 permutations: enumerate in jnp; above, Hungarian assignments
+_FORBIDDEN = 1e300  # float64 cost of an edge no assignment may use
 
 
 def _check(similarity) -> jax.Array:
@@ -112,9 +112,10 @@ def group_match(similarity) -> jax.Array:
   """1 iff the identity is the unique maximum-similarity assignment of the group.
 
   ``k <= 6``: all ``k!`` totals in ``jnp`` (jit- and vmap-able). Larger ``k``:
-  scipy's assignment solver (:func:`jaxlab.matching.optimal_assignment`) on
-  each group, plus one solve per diagonal entry with that entry forbidden to
-  certify that no other assignment ties (concrete arrays only).
+  for each group and each diagonal entry, the maximum-similarity assignment with that entry
+  forbidden (``optax.assignment.hungarian_algorithm`` on the cost ``-similarity``, vmapped
+  over all ``G k`` problems, in float64); the best non-identity assignment is one of them,
+  so the identity is the unique maximum iff it beats all ``k`` (concrete arrays only).
   """
   s = _check(similarity)
   k = s.shape[-1]
@@ -122,17 +123,21 @@ def group_match(similarity) -> jax.Array:
     totals, _ = _totals(s)
     return totals[..., 0] > jnp.max(totals[..., 1:], axis=-1)
   flat = np.asarray(s, np.float64).reshape(-1, k, k)
-  out = np.zeros(len(flat), bool)
-  for g, block in enumerate(flat):
-    ident = np.trace(block)
-    best_other = -np.inf
-    for i in range(k):  # the best assignment avoiding edge (i, i); the best non-identity is one
-      c = -block.copy()
-      c[i, i] = np.inf
-      c[~np.isfinite(c)] = 1e300
-      r, cols = optimal_assignment(c)
-      best_other = max(best_other, block[r, cols].sum())
-    out[g] = ident > best_other
+  # costs[g, i]: -flat[g] with edge (i, i) forbidden; maximizing similarity minimizes -s
+  costs = np.repeat(-flat[:, None], k, axis=1)
+  diag = np.arange(k)
+  costs[:, diag, diag, diag] = np.inf
+  costs[~np.isfinite(costs)] = _FORBIDDEN
+  with jax.enable_x64(True):  # float64 costs and potentials (float32 without x64)
+    rows, cols = jax.vmap(optax.assignment.hungarian_algorithm)(
+        jnp.asarray(costs.reshape(-1, k, k)))
+  perms = np.empty((len(flat) * k, k), np.int64)  # perms[., r]: the column of row r
+  np.put_along_axis(perms, np.asarray(rows), np.asarray(cols), axis=-1)
+  perms = perms.reshape(len(flat), k, k)
+  groups = np.arange(len(flat))[:, None, None]
+  totals = flat[groups, np.arange(k), perms].sum(axis=-1)  # (G, k), summed in row order
+  best_other = totals.max(axis=-1)
+  out = np.trace(flat, axis1=-2, axis2=-1) > best_other
   return jnp.asarray(out.reshape(s.shape[:-2]))
 
 

@@ -1,15 +1,16 @@
 """Reinforcement learning: flow policies, agents, and the offline and hierarchical trainers.
 
-Modules: :mod:`~jaxlab.rl.flows` (re-exports :mod:`jaxlab.nn.flows`),
-:mod:`~jaxlab.rl.networks` (velocity field, one-step actor, critic ensemble),
+Modules: :mod:`~jaxlab.rl.networks` (velocity field, one-step actor, critic ensemble),
 :mod:`~jaxlab.rl.agents` (FAC, FQL, goal-conditioned SAC, DIPPER),
 :mod:`~jaxlab.rl.train` (offline pipeline),
 :mod:`~jaxlab.rl.hrl` (FLAT / HIER / DIPPER loop), :mod:`~jaxlab.rl.ogbench_data`
-(OGBench datasets; needs the ``ogbench`` extra, imported lazily).
+(OGBench datasets; needs the ``ogbench`` extra, imported lazily). The flow-matching
+utilities live in :mod:`jaxlab.nn.flows`; :func:`euler_sample`, :func:`flow_matching_loss`
+and :func:`log_prob` are re-exported here.
 """
 
-from jaxlab.rl import agents, flows, hrl, networks, train
-from jaxlab.rl.flows import euler_sample, flow_matching_loss, log_prob
+from jaxlab.nn.flows import euler_sample, flow_matching_loss, log_prob
+from jaxlab.rl import agents, hrl, networks, train
 
-__all__ = ["agents", "euler_sample", "flow_matching_loss", "flows", "hrl", "log_prob",
-           "networks", "train"]
+__all__ = ["agents", "euler_sample", "flow_matching_loss", "hrl", "log_prob", "networks",
+           "train"]

@@ -1,7 +1,6 @@
 """Flax nnx networks of the flow actor-critic agents: velocity field, one-step actor, critics.
 
-Built from the shared :class:`jaxlab.nn.MLP` and held by agents as
-:class:`jaxlab.nn.Net` (both re-exported here for older imports).
+Built from the shared :class:`jaxlab.nn.MLP` and held by agents as :class:`jaxlab.nn.Net`.
 """
 
 from __future__ import annotations
@@ -12,9 +11,9 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from jaxlab.nn.networks import MLP, Net
+from jaxlab.nn.networks import MLP
 
-__all__ = ["MLP", "Net", "OneStepActor", "QEnsemble", "VelocityField"]
+__all__ = ["OneStepActor", "QEnsemble", "VelocityField"]
 
 
 class VelocityField(nnx.Module):
