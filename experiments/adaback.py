@@ -36,14 +36,9 @@ import numpy as np
 import optax
 from tqdm.auto import tqdm
 
-from experiments.common import (
-  Claim,
-  ExperimentCLI,
-  claims_markdown,
-  pm,
-  run_experiment,
-  save_figure,
-)
+from experiments.cli import ExperimentCLI
+from experiments.records import run_experiment
+from experiments.reporting import Claim, claims_markdown, pm, save_figure
 from jaxlab.data import lm_tasks as lt
 from jaxlab.lm import adaback as ab
 from jaxlab.models import decoding

@@ -56,14 +56,9 @@ import numpy as np
 from flax import nnx
 from tqdm.auto import tqdm
 
-from experiments.common import (
-  Claim,
-  ExperimentCLI,
-  machine,
-  save_figure,
-  shard_seeds,
-  write_results,
-)
+from experiments.cli import ExperimentCLI
+from experiments.records import machine, write_results
+from experiments.reporting import Claim, save_figure
 from jaxlab.core.stats import spread
 from jaxlab.data.reward_tasks import (  # noqa: F401  (digits_task: the old experiment name)
   TASKS,
@@ -77,6 +72,7 @@ from jaxlab.models import ddpm
 from jaxlab.nn import Net
 from jaxlab.preference import alpha_dpo
 from jaxlab.preference.alpha_dpo import LossParams
+from jaxlab.training import shard_seeds
 
 METHODS = {  # name -> FinetuneConfig fields that differ between methods
     "Diffusion-DPO": dict(loss="dpo"),

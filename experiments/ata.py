@@ -37,16 +37,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import optax
 
-from experiments.common import (
-  Claim,
-  ExperimentCLI,
-  clear_seed_runs,
-  pm,
-  run_experiment,
-  save_figure,
-  seed_runs,
-  table_and_claims,
-)
+from experiments.cli import ExperimentCLI
+from experiments.records import clear_seed_runs, run_experiment, seed_runs
+from experiments.reporting import Claim, pm, save_figure, table_and_claims
 from jaxlab.data import subtasks as st
 from jaxlab.models import transformer as tfm
 from jaxlab.safety import ata
@@ -216,7 +209,7 @@ def sweep_rows(result: dict, which: str) -> list[list[str]]:
 
 
 def table(result: dict) -> str:
-  from experiments.common import markdown_table  # noqa: PLC0415
+  from experiments.reporting import markdown_table  # noqa: PLC0415
 
   return (table_and_claims(TABLE_HEAD, table_rows(result), claims(result))
           + "\n\nalpha sweep (ATA exact match)\n\n"

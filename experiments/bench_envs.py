@@ -20,7 +20,9 @@ import gymnax
 import jax
 import jax.numpy as jnp
 
-from experiments.common import ExperimentCLI, Ratio, save_json
+from experiments.cli import ExperimentCLI
+from experiments.records import save_json
+from experiments.reporting import Ratio
 from jaxlab.envs import PointMaze, PointPush
 
 ANCHOR = "PointRobot-misc"

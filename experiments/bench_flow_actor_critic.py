@@ -53,7 +53,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from experiments.common import ExperimentCLI, Ratio, save_json, trace_self_times
+from experiments.cli import ExperimentCLI
+from experiments.records import save_json
+from experiments.reporting import Ratio
+from experiments.timing import trace_self_times
 from jaxlab import envs
 from jaxlab.core.rng import split_key_data as split
 from jaxlab.rl.agents import FACAgent, FACConfig

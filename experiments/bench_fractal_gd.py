@@ -22,7 +22,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from experiments.common import ExperimentCLI, Ratio, machine, write_results
+from experiments.cli import ExperimentCLI
+from experiments.records import machine, write_results
+from experiments.reporting import Ratio
 from jaxlab.core.checks import check_int
 from jaxlab.dynamics import factorization as F
 from kernels_pallas.fractal_gd import gd_grid_pallas, gd_grid_reference

@@ -38,7 +38,10 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from experiments.common import ExperimentCLI, Ratio, machine, time_interleaved, write_results
+from experiments.cli import ExperimentCLI
+from experiments.records import machine, write_results
+from experiments.reporting import Ratio
+from experiments.timing import time_interleaved
 from jaxlab.data import kv_recall
 from jaxlab.inference import freekv as fk
 from jaxlab.models import decoding
@@ -111,7 +114,7 @@ def bench_context(c: dict, s: int, key) -> dict:
 
 
 def _time_chained(cases: dict, repeats: int, inner: int) -> dict[str, list[float]]:
-  """:func:`experiments.common.time_interleaved` for functions that donate their arguments:
+  """:func:`experiments.timing.time_interleaved` for functions that donate their arguments:
   the compiling call's outputs are the first timed call's arguments (the originals are
   gone), and each call's outputs the next's."""
   state = {name: jax.block_until_ready(fn(*args)) for name, (fn, args) in cases.items()}

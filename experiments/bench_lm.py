@@ -28,7 +28,10 @@ import numpy as np
 import optax
 from flax import nnx
 
-from experiments.common import ExperimentCLI, Ratio, machine, time_interleaved, write_results
+from experiments.cli import ExperimentCLI
+from experiments.records import machine, write_results
+from experiments.reporting import Ratio
+from experiments.timing import time_interleaved
 from jaxlab.core.checks import check_int
 from jaxlab.models import decoding
 from jaxlab.models import transformer as tfm

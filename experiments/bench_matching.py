@@ -68,7 +68,10 @@ import jax
 import numpy as np
 
 from experiments import cpp
-from experiments.common import ExperimentCLI, Ratio, save_json, trace_self_times
+from experiments.cli import ExperimentCLI
+from experiments.records import save_json
+from experiments.reporting import Ratio
+from experiments.timing import trace_self_times
 from jaxlab import matching as M
 from jaxlab.data.matching_instances import FAMILIES, uniform
 from jaxlab.data.matching_instances import make as make_instance

@@ -26,7 +26,10 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from experiments.common import ExperimentCLI, Ratio, save_json, time_interleaved
+from experiments.cli import ExperimentCLI
+from experiments.records import save_json
+from experiments.reporting import Ratio
+from experiments.timing import time_interleaved
 from jaxlab.optim import quantized_adam
 from jaxlab.optim.problems import mlp_net
 from jaxlab.quant import FloatFormat

@@ -52,17 +52,9 @@ import numpy as np
 import optax
 from flax import nnx
 
-from experiments.common import (
-  Claim,
-  ExperimentCLI,
-  clear_seed_runs,
-  markdown_table,
-  pm,
-  run_experiment,
-  save_figure,
-  seed_runs,
-  table_and_claims,
-)
+from experiments.cli import ExperimentCLI
+from experiments.records import clear_seed_runs, run_experiment, seed_runs
+from experiments.reporting import Claim, markdown_table, pm, save_figure, table_and_claims
 from jaxlab.data import digit_layouts as dl
 from jaxlab.data import region_questions as rq
 from jaxlab.models import policy_gradient as pg

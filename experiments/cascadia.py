@@ -55,16 +55,9 @@ import optax
 from flax import nnx
 from matplotlib import ticker
 
-from experiments.common import (
-  Claim,
-  ExperimentCLI,
-  clear_seed_runs,
-  pm,
-  run_experiment,
-  save_figure,
-  seed_runs,
-  table_and_claims,
-)
+from experiments.cli import ExperimentCLI
+from experiments.records import clear_seed_runs, run_experiment, seed_runs
+from experiments.reporting import Claim, pm, save_figure, table_and_claims
 from jaxlab.data.digits import load_digits
 from jaxlab.inference import cascadia as ca
 from jaxlab.nn import MLP, Net

@@ -53,11 +53,13 @@ import numpy as np
 import optax
 from tqdm.auto import tqdm
 
-from experiments.common import Claim, ExperimentCLI, pm, run_experiment, save_figure, shard_seeds
+from experiments.cli import ExperimentCLI
+from experiments.records import run_experiment
+from experiments.reporting import Claim, pm, save_figure
 from jaxlab.data import lm_tasks as lt
 from jaxlab.lm import cocomix as cm
 from jaxlab.models import transformer as tfm
-from jaxlab.training import fit, minibatch_sampler
+from jaxlab.training import fit, minibatch_sampler, shard_seeds
 
 CONFIGS = {
     "smoke": dict(seeds=1, vocab=8, states=4, emit_branching=3, seq_len=8, train_rows=32,

@@ -29,20 +29,14 @@ import matplotlib.pyplot as plt
 import numpy as np
 from tqdm.auto import tqdm
 
-from experiments.common import (
-  Claim,
-  ExperimentCLI,
-  machine,
-  pm,
-  sample_std,
-  save_json,
-  shard_seeds,
-  write_results,
-)
+from experiments.cli import ExperimentCLI
+from experiments.records import machine, save_json, write_results
+from experiments.reporting import Claim, pm, sample_std
 from jaxlab import envs
 from jaxlab.rl import hrl
 from jaxlab.rl.agents.dipper import DipperConfig, DipperHigh
 from jaxlab.rl.agents.gcsac import SACConfig, tanh_gaussian_sample
+from jaxlab.training import shard_seeds
 
 # arm -> (the hierarchy, hrl.HRLConfig.agent; DIPPER's value weight lambda, None: the scale's)
 ARMS = {"flat": ("flat", None), "hier": ("hier", None), "dipper_no_v": ("dipper", 0.0),

@@ -36,17 +36,9 @@ import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
 
-from experiments.common import (
-  Claim,
-  ExperimentCLI,
-  clear_seed_runs,
-  markdown_table,
-  pm,
-  run_experiment,
-  save_figure,
-  seed_runs,
-  table_and_claims,
-)
+from experiments.cli import ExperimentCLI
+from experiments.records import clear_seed_runs, run_experiment, seed_runs
+from experiments.reporting import Claim, markdown_table, pm, save_figure, table_and_claims
 from jaxlab.data import rotated_digits as rd
 from jaxlab.vision import dl4nd
 

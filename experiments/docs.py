@@ -28,9 +28,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from experiments.common import ExperimentCLI, check_claims, claims_markdown
-from experiments.common import markdown_table as table
-from experiments.common import sample_std as std  # the house spread (jaxlab.core.stats)
+from experiments.cli import ExperimentCLI
+from experiments.reporting import check_claims, claims_markdown
+from experiments.reporting import markdown_table as table
+from experiments.reporting import sample_std as std  # the house spread (jaxlab.core.stats)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "docs", "results")

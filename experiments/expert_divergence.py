@@ -48,11 +48,13 @@ import numpy as np
 import optax
 from tqdm.auto import tqdm
 
-from experiments.common import Claim, ExperimentCLI, pm, run_experiment, save_figure, shard_seeds
+from experiments.cli import ExperimentCLI
+from experiments.records import run_experiment
+from experiments.reporting import Claim, pm, save_figure
 from jaxlab.data import lm_tasks as lt
 from jaxlab.lm import expert_divergence as ed
 from jaxlab.models import transformer as tfm
-from jaxlab.training import fit
+from jaxlab.training import fit, shard_seeds
 
 CONFIGS = {
     "smoke": dict(seeds=1, steps=20, num_evals=2, domains=4, vocab=16, shared=0.3, seq_len=16,

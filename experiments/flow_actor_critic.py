@@ -31,18 +31,13 @@ import matplotlib.pyplot as plt
 import numpy as np
 from tqdm.auto import tqdm
 
-from experiments.common import (
-    Claim,
-    ExperimentCLI,
-    machine,
-    pm,
-    sample_std,
-    shard_seeds,
-    write_results,
-)
+from experiments.cli import ExperimentCLI
+from experiments.records import machine, write_results
+from experiments.reporting import Claim, pm, sample_std
 from jaxlab import envs
 from jaxlab.rl.agents import registry
 from jaxlab.rl.train import TrainConfig, make_train
+from jaxlab.training import shard_seeds
 
 # arm -> (registered agent, config fields of the arm, whether its behavior flow pretrains for
 # the scale's "pretrain" steps); every arm also takes the scale's widths and batch size

@@ -27,7 +27,7 @@ GD runs in float64 (``jax.enable_x64``): near ``eta*`` float32 iterates lock
 into round-off 2-cycles instead of converging. Writes ``results.json``,
 ``summary.md``, ``maps_lam*.png``, ``sensitivity.png`` and ``balance.png``.
 
-The starts are not sharded over devices (``experiments.common.shard_seeds``):
+The starts are not sharded over devices (``jaxlab.training.shard_seeds``):
 the grid iteration (``kernels_pallas.fractal_gd.gd_grid``) takes starts as
 ``(d, N)`` columns, not a leading batch axis, and runs them as a Pallas kernel
 on GPU/TPU (a custom call XLA does not partition) or as a sequential
@@ -46,7 +46,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 from tqdm.auto import tqdm
 
-from experiments.common import Claim, ExperimentCLI, machine, pm, save_figure, write_results
+from experiments.cli import ExperimentCLI
+from experiments.records import machine, write_results
+from experiments.reporting import Claim, pm, save_figure
 from jaxlab.dynamics import factorization as F
 
 Y = 1.0

@@ -46,16 +46,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import optax
 
-from experiments.common import (
-  Claim,
-  ExperimentCLI,
-  clear_seed_runs,
-  pm,
-  run_experiment,
-  save_figure,
-  seed_runs,
-  table_and_claims,
-)
+from experiments.cli import ExperimentCLI
+from experiments.records import clear_seed_runs, run_experiment, seed_runs
+from experiments.reporting import Claim, pm, save_figure, table_and_claims
 from jaxlab.data import kv_recall
 from jaxlab.inference import freekv as fk
 from jaxlab.models import decoding

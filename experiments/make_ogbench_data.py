@@ -24,7 +24,7 @@ import os
 
 import numpy as np
 
-from experiments.common import ExperimentCLI
+from experiments.cli import ExperimentCLI
 from jaxlab.rl import ogbench_data
 
 CONFIGS = {"full": dict(env="pointmaze-medium-navigate-v0", num_episodes=200, max_steps=1000,

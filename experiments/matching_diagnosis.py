@@ -45,7 +45,9 @@ import scipy.sparse
 import scipy.sparse.csgraph
 from tqdm.auto import tqdm
 
-from experiments.common import ExperimentCLI, pm, save_json
+from experiments.cli import ExperimentCLI
+from experiments.records import save_json
+from experiments.reporting import pm
 from jaxlab import matching as M
 from jaxlab.data.matching_instances import make
 from jaxlab.matching.push_relabel import schedule

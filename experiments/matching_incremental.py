@@ -23,7 +23,7 @@ Reports cost / OPT at 0.5n, 0.9n, 0.95n and n, total and per-insertion time
 omega restarts and parallel rounds; writes ``results.json``, ``summary.md``
 and figures (cost ratio vs arrivals, time per insertion).
 
-Seeds are not sharded over devices (``experiments.common.shard_seeds``): each
+Seeds are not sharded over devices (``jaxlab.training.shard_seeds``): each
 instance is one sequential algorithm (a ``lax.scan`` over arrivals whose state
 depends on every earlier insertion) timed on its own, and instances differ in
 size and metric, so there is no vmapped seed axis to split.
@@ -40,7 +40,9 @@ import numpy as np
 import scipy.optimize
 from tqdm.auto import tqdm
 
-from experiments.common import Claim, ExperimentCLI, pm, save_json
+from experiments.cli import ExperimentCLI
+from experiments.records import save_json
+from experiments.reporting import Claim, pm
 from jaxlab import matching as M
 from jaxlab.data.matching_instances import FAMILIES, make
 

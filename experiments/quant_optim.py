@@ -17,7 +17,7 @@ Parts (Tang, Li, Zou, arXiv:2510.21314, ICLR 2026):
 Every grid of configurations (mantissas, components, seeds) is one vmapped,
 jitted function: bit widths are traced values, so the sweep compiles once. The
 seeds (always the grid's last axis) are placed with
-``experiments.common.shard_seeds``, so on a host with several devices XLA
+``jaxlab.training.shard_seeds``, so on a host with several devices XLA
 splits them over the devices (choose ``--seeds`` as a multiple of the device
 count; otherwise they are replicated); on one device nothing changes.
 Muon's learning rate is set so its first fp32 update has the same RMS on the
@@ -42,7 +42,9 @@ import numpy as np
 import optax
 from tqdm.auto import tqdm
 
-from experiments.common import Claim, ExperimentCLI, save_json, shard_seeds
+from experiments.cli import ExperimentCLI
+from experiments.records import save_json
+from experiments.reporting import Claim
 from jaxlab.optim import quantize_params, quantized_adam, quantized_muon
 from jaxlab.optim.problems import (
   DATASETS,
@@ -53,6 +55,7 @@ from jaxlab.optim.problems import (
   train,
 )
 from jaxlab.quant import FloatFormat
+from jaxlab.training import shard_seeds
 
 OFF = 23  # E8M23 is the identity on float32 normals: "not quantized"
 COMPONENTS = ("G", "W", "M", "V")

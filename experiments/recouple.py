@@ -65,16 +65,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 from tqdm.auto import tqdm
 
-from experiments.common import (
-  Claim,
-  ExperimentCLI,
-  machine,
-  pm,
-  sample_std,
-  save_figure,
-  shard_seeds,
-  write_results,
-)
+from experiments.cli import ExperimentCLI
+from experiments.records import machine, write_results
+from experiments.reporting import Claim, pm, sample_std, save_figure
 from jaxlab.data.reason_pairs import (  # noqa: F401  (re-exported: the experiment's old names)
   EMBED_DIM,
   N_CAUSAL,
@@ -91,6 +84,7 @@ from jaxlab.data.reason_pairs import (  # noqa: F401  (re-exported: the experime
 )
 from jaxlab.nn import Net
 from jaxlab.preference import recouple as rc
+from jaxlab.training import shard_seeds
 
 METHODS = {"bt": dict(method="bt"), "recouple": dict(method="recouple"),
            "recouple_noratio": dict(method="recouple", ratio_weight=0.0)}

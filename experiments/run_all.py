@@ -32,7 +32,7 @@ Scales: ``--quick`` runs each experiment's ``--quick`` setting (see
 without it, the full runs the tables of ``docs/methods/`` come from (hours on CPU).
 ``--smoke`` (tests only) runs each at its smallest setting. On a host with
 several devices the experiments that vmap over seeds split them over the devices
-(``experiments.common.shard_seeds``; use a multiple of the device count).
+(``jaxlab.training.shard_seeds``; use a multiple of the device count).
 """
 
 from __future__ import annotations
@@ -53,7 +53,8 @@ from typing import NamedTuple
 
 from tqdm.auto import tqdm
 
-from experiments.common import ExperimentCLI, check_claims
+from experiments.cli import ExperimentCLI
+from experiments.reporting import check_claims
 
 
 class Entry(NamedTuple):

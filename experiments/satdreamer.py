@@ -45,16 +45,9 @@ import numpy as np
 import optax
 from flax import nnx
 
-from experiments.common import (
-  Claim,
-  ExperimentCLI,
-  clear_seed_runs,
-  pm,
-  run_experiment,
-  save_figure,
-  seed_runs,
-  table_and_claims,
-)
+from experiments.cli import ExperimentCLI
+from experiments.records import clear_seed_runs, run_experiment, seed_runs
+from experiments.reporting import Claim, pm, save_figure, table_and_claims
 from jaxlab.data import city_panoramas as cp
 from jaxlab.nn import Net
 from jaxlab.training import fit
@@ -529,7 +522,7 @@ def cli() -> ExperimentCLI:
 
 
 def _table(result: dict) -> str:
-  from experiments.common import markdown_table  # noqa: PLC0415
+  from experiments.reporting import markdown_table  # noqa: PLC0415
 
   return (markdown_table(TABLE_HEAD, table_rows(result)) + "\n\n"
           + table_and_claims(CORR_HEAD, corr_rows(result), claims(result)))

@@ -39,16 +39,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import optax
 
-from experiments.common import (
-  Claim,
-  ExperimentCLI,
-  claims_markdown,
-  clear_seed_runs,
-  pm,
-  run_experiment,
-  save_figure,
-  seed_runs,
-)
+from experiments.cli import ExperimentCLI
+from experiments.records import clear_seed_runs, run_experiment, seed_runs
+from experiments.reporting import Claim, claims_markdown, pm, save_figure
 from jaxlab.data import lm_tasks as lt
 from jaxlab.lm import sstoken as ss
 from jaxlab.models import decoding
@@ -209,7 +202,7 @@ def make_pipeline(cfg: dict):
 def run(cfg: dict, out: str | None = None) -> list[dict]:
   """Every seed's record: base metrics and each arm's curve. One compiled pipeline runs the
   seeds in turn; with ``out``, each finished seed is saved there and a rerun resumes
-  (:func:`experiments.common.seed_runs`)."""
+  (:func:`experiments.records.seed_runs`)."""
   pipeline = jax.jit(make_pipeline(cfg))
   steps = [(i + 1) * cfg["eval_every"] for i in range(cfg["sft_steps"] // cfg["eval_every"])]
 

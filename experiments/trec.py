@@ -49,18 +49,13 @@ import numpy as np
 from scipy import stats
 from tqdm.auto import tqdm
 
-from experiments.common import (
-    Claim,
-    ExperimentCLI,
-    machine,
-    pm,
-    sample_std,
-    shard_seeds,
-    write_results,
-)
+from experiments.cli import ExperimentCLI
+from experiments.records import machine, write_results
+from experiments.reporting import Claim, pm, sample_std
 from jaxlab.data import markov_text as mt
 from jaxlab.dynamics import trec
 from jaxlab.models import transformer as tfm
+from jaxlab.training import shard_seeds
 
 MODEL = dict(vocab=64, d_model=32, heads=2, layers=2, seq_len=32)
 CONFIGS = {

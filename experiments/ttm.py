@@ -30,15 +30,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 from tqdm.auto import tqdm
 
-from experiments.common import (
-  Claim,
-  ExperimentCLI,
-  machine,
-  pm,
-  sample_std,
-  save_figure,
-  write_results,
-)
+from experiments.cli import ExperimentCLI
+from experiments.records import machine, write_results
+from experiments.reporting import Claim, pm, sample_std, save_figure
 from jaxlab.preference import digit_pairs as D
 from jaxlab.preference import ttm
 

@@ -38,17 +38,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import optax
 
-from experiments.common import (
-  Claim,
-  ExperimentCLI,
-  clear_seed_runs,
-  pm,
-  run_experiment,
-  save_digit_grid,
-  save_figure,
-  seed_runs,
-  table_and_claims,
-)
+from experiments.cli import ExperimentCLI
+from experiments.records import clear_seed_runs, run_experiment, seed_runs
+from experiments.reporting import Claim, pm, save_digit_grid, save_figure, table_and_claims
 from jaxlab.data import digit_layouts as dl
 from jaxlab.generative import ttom
 from jaxlab.models import ddpm

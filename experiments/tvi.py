@@ -37,16 +37,9 @@ import numpy as np
 import optax
 from scipy import stats
 
-from experiments.common import (
-  Claim,
-  ExperimentCLI,
-  clear_seed_runs,
-  pm,
-  run_experiment,
-  save_figure,
-  seed_runs,
-  table_and_claims,
-)
+from experiments.cli import ExperimentCLI
+from experiments.records import clear_seed_runs, run_experiment, seed_runs
+from experiments.reporting import Claim, pm, save_figure, table_and_claims
 from jaxlab.data import digit_questions as dq
 from jaxlab.data import load_digits
 from jaxlab.training import fit, minibatch_sampler

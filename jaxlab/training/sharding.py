@@ -7,6 +7,10 @@ device stores a slice, XLA gathers it for the forward pass and reduce-scatters t
 gradient), and ``jax.jit`` partitions the step from those placements (GSPMD). The
 optimizer state is placed like its parameters (:func:`place_train_state`).
 
+Seeds: :func:`shard_seeds` places the leading (seed) axis of a pytree on a 1-D mesh over
+every device (:func:`seed_mesh`), so a jitted, vmapped-over-seeds function runs each device's
+share of the seeds.
+
 Multi-host: after ``jax.distributed.initialize()`` :func:`data_mesh` spans every
 process's devices; each process then feeds its own share of the batch
 (``jax.make_array_from_process_local_data``) instead of :func:`shard_batch`.
@@ -24,6 +28,7 @@ References:
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import jax
@@ -85,3 +90,56 @@ def place_train_state(mesh: Mesh, params: Any, optimizer: optax.GradientTransfor
   state_shapes = jax.eval_shape(optimizer.init, params)
   out = jax.tree.map(lambda x: by_shape.get(x.shape, replicated), state_shapes)
   return params, jax.jit(optimizer.init, out_shardings=out)(params)
+
+
+def seed_mesh(axis: str = "seeds") -> jax.sharding.Mesh:
+  """A 1-D mesh over every device (all hosts after ``jax.distributed.initialize()``)."""
+  return jax.sharding.Mesh(np.asarray(jax.devices()), (axis,))
+
+
+def shard_seeds(tree: Any, axis: str = "seeds") -> Any:
+  """Places the leading (seed or batch) axis of each array leaf across all devices.
+
+  The computation that consumes the result (a jitted, vmapped-over-seeds function)
+  is then partitioned by XLA so each device runs its share of the seeds. Leaves
+  whose leading size does not divide by the device count, and scalars, are
+  replicated instead, with a warning: correct, just not parallel (pick ``--seeds``
+  as a multiple of the device count). On one device the tree is returned
+  unchanged. Pass only per-seed leaves: a shared array whose first
+  dimension happens to divide by the device count would be split too.
+
+  Example::
+
+    keys = shard_seeds(jax.random.split(jax.random.key(0), num_seeds))
+    out = jax.jit(jax.vmap(train_one_seed))(keys)   # seeds split over devices
+
+  Multi-host: after ``jax.distributed.initialize()`` the mesh spans every host;
+  outputs then span devices other processes own and must be gathered
+  (``jax.experimental.multihost_utils.process_allgather``) before ``np.asarray``,
+  which the experiment scripts do not do yet.
+  """
+  mesh = seed_mesh(axis)
+  n = mesh.size
+  if n == 1:
+    # nothing to split; left as it is, because a committed placement is part of a compiled
+    # program's identity, and the same function on uncommitted inputs elsewhere (a notebook's
+    # demo, a test) would compile a second time
+    return tree
+  split = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(axis))
+  replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+  uneven = []
+
+  def place(x):
+    if not hasattr(x, "shape"):
+      return x
+    even = x.ndim >= 1 and x.shape[0] % n == 0
+    if not even and x.ndim >= 1 and n > 1:
+      uneven.append(x.shape[0])
+    return jax.device_put(x, split if even else replicated)
+
+  placed = jax.tree.map(place, tree)
+  if uneven:
+    warnings.warn(f"shard_seeds: leading sizes {sorted(set(uneven))} do not divide by the "
+                  f"{n} devices, so those inputs are replicated (each device runs all of "
+                  f"them); use a multiple of {n} seeds to split them", stacklevel=2)
+  return placed

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from experiments import bench_matching, cpp
-from experiments.common import Ratio
+from experiments.reporting import Ratio
 
 
 def _cpp_row(n, seed, ours_s, ours_c_s, cpp_s):

@@ -8,7 +8,7 @@ import pathlib
 import numpy as np
 
 from experiments import cascadia
-from experiments.common import check_claims
+from experiments.reporting import check_claims
 
 
 def check_smoke_results(out: pathlib.Path) -> None:

@@ -9,7 +9,7 @@ import pathlib
 import pytest
 
 from experiments import cocomix as ccm_exp
-from experiments.common import check_claims
+from experiments.reporting import check_claims
 
 NAMES = ["NTP", "KD", "CoCoMix", "interleave only (λ=0)", "concept loss only"]
 

@@ -7,7 +7,7 @@ import pytest
 
 from experiments import bench_envs
 from experiments import dipper as dipper_exp
-from experiments.common import Ratio, check_claims
+from experiments.reporting import Ratio, check_claims
 
 
 def check_smoke_results(out) -> None:

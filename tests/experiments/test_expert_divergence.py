@@ -9,7 +9,7 @@ import math
 import pathlib
 
 from experiments import expert_divergence as edl_exp
-from experiments.common import check_claims
+from experiments.reporting import check_claims
 
 
 def check_smoke_results(out: pathlib.Path) -> None:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from experiments import bench_flow_actor_critic, flow_actor_critic
-from experiments.common import Ratio, check_claims
+from experiments.reporting import Ratio, check_claims
 
 
 def check_smoke_results(out: pathlib.Path) -> None:

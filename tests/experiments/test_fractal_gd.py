@@ -10,7 +10,7 @@ import pathlib
 import pytest
 
 from experiments import bench_fractal_gd, fractal_gd
-from experiments.common import Ratio, check_claims
+from experiments.reporting import Ratio, check_claims
 
 
 def _check_claims(rows):

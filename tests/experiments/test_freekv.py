@@ -6,7 +6,7 @@ import json
 import pathlib
 
 from experiments import bench_freekv, freekv
-from experiments.common import check_claims
+from experiments.reporting import check_claims
 
 
 def check_smoke_results(out: pathlib.Path) -> None:

@@ -12,7 +12,7 @@ from unittest import mock
 import numpy as np
 
 from experiments import bench_matching, matching_incremental
-from experiments.common import Ratio, check_claims
+from experiments.reporting import Ratio, check_claims
 from jaxlab.matching import instances
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from experiments import bench_quant_optim, quant_optim
-from experiments.common import Ratio, check_claims
+from experiments.reporting import Ratio, check_claims
 
 
 def _check_claims(rows):

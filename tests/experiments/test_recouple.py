@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from experiments import recouple as ex
-from experiments.common import check_claims
+from experiments.reporting import check_claims
 
 
 def check_smoke_results(out: pathlib.Path) -> None:

@@ -68,7 +68,7 @@ def test_bad_timeout_raises_before_running(tmp_path):
 
 
 def test_malformed_claim_rows_are_rejected():
-  from experiments.common import Claim, check_claims
+  from experiments.reporting import Claim, check_claims
   good = Claim("c", "1.0 ± 0.1", None)
   assert check_claims([good]) == [good]
   with pytest.raises(TypeError, match="row 1 must be a Claim"):

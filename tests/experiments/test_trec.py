@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from experiments import trec as exp
-from experiments.common import check_claims
+from experiments.reporting import check_claims
 
 
 def check_smoke_results(out: pathlib.Path) -> None:

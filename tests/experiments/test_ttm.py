@@ -8,7 +8,7 @@ import json
 import pathlib
 
 from experiments import ttm as ttm_exp
-from experiments.common import check_claims
+from experiments.reporting import check_claims
 from jaxlab.preference import ttm
 
 

@@ -1,18 +1,17 @@
-"""experiments.common's writers: curves downsampled to fit 1 MB, provenance recorded."""
+"""experiments.records' writers: curves downsampled to fit 1 MB, provenance recorded, per-seed
+records resumed."""
 
 import json
 import subprocess
 
-import pytest
-
-from experiments import common
+from experiments import records
 
 
 def test_downsample_keeps_ends_and_leaves_summaries_alone():
   result = {"history": {"loss": [float(i) for i in range(1000)],
                         "per_seed": [[i, -i] for i in range(300)]},
             "final": {"mean": 0.123456789, "per_seed": [1.0, 2.0, 3.0]}, "name": "x"}
-  small = common.downsample_curves(result, 100)
+  small = records.downsample_curves(result, 100)
   loss = small["history"]["loss"]
   assert len(loss) == 100 and loss[0] == 0.0 and loss[-1] == 999.0
   assert loss == sorted(loss)  # evenly spaced, in order
@@ -23,18 +22,18 @@ def test_downsample_keeps_ends_and_leaves_summaries_alone():
 
 def test_compact_results_fits_the_budget_and_says_so():
   big = {"curve": [i * 1.000001 for i in range(20000)], "summary": {"r": 0.5}}
-  assert len(common.dumps(big)) > 100_000
-  small = common.compact_results(big, max_bytes=20_000)
-  assert len(common.dumps(small)) <= 20_000
+  assert len(records.dumps(big)) > 100_000
+  small = records.compact_results(big, max_bytes=20_000)
+  assert len(records.dumps(small)) <= 20_000
   assert small["summary"] == {"r": 0.5}
   assert small["downsampled"]["curve_points"] < 20000
   fits = {"curve": [1.0, 2.0], "summary": {"r": 0.5}}
-  assert common.compact_results(fits) == fits  # already small: unchanged
+  assert records.compact_results(fits) == fits  # already small: unchanged
 
 
 def test_save_json_records_provenance(tmp_path):
   path = tmp_path / "results.json"
-  common.save_json(str(path), {"x": [1, 2, 3]}, "dipper", ["--quick", "--seeds", "2"])
+  records.save_json(str(path), {"x": [1, 2, 3]}, "dipper", ["--quick", "--seeds", "2"])
   saved = json.loads(path.read_text())
   prov = saved["provenance"]
   assert prov["command"] == "python -m experiments.dipper --quick --seeds 2"
@@ -53,24 +52,12 @@ def test_provenance_is_dirty_for_code_changes_not_for_the_runs_own_output(tmp_pa
   git("init", "-q")
   git("add", ".")
   git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "init")
-  monkeypatch.setattr(common, "_ROOT", str(tmp_path))
+  monkeypatch.setattr(records, "_ROOT", str(tmp_path))
   (out / "results.json").write_text('{"new": 1}')  # a re-recorded result
-  assert common.provenance("m", [], str(out))["git_dirty"] is False
-  assert common.provenance("m", [])["git_dirty"] is True
+  assert records.provenance("m", [], str(out))["git_dirty"] is False
+  assert records.provenance("m", [])["git_dirty"] is True
   (tmp_path / "code.py").write_text("x = 2\n")  # a change to the code
-  assert common.provenance("m", [], str(out))["git_dirty"] is True
-
-
-def test_self_times_subtract_nested_events_per_thread():
-  ev = lambda name, ts, dur, tid=1: {"ph": "X", "name": name, "ts": ts, "dur": dur, "pid": 0,
-                                     "tid": tid}
-  events = [ev("loop", 0, 10), ev("a", 1, 3), ev("b", 5, 2), ev("inner", 5.5, 1),
-            ev("a", 20, 4), ev("a", 0, 7, tid=2), {"ph": "M", "name": "meta"}]
-  self_us, count = common.trace_self_times(events)
-  assert self_us == {"loop": 5, "a": 14, "b": 1, "inner": 1}
-  assert count == {"loop": 1, "a": 3, "b": 1, "inner": 1}
-  only_a, _ = common.trace_self_times(events, key=lambda e: e["name"] if e["name"] == "a" else None)
-  assert only_a == {"a": 14}  # a key of None skips the event (not its nesting)
+  assert records.provenance("m", [], str(out))["git_dirty"] is True
 
 
 def test_seed_runs_resume_reuses_finished_seeds_of_the_same_config(tmp_path):
@@ -81,26 +68,16 @@ def test_seed_runs_resume_reuses_finished_seeds_of_the_same_config(tmp_path):
     return {"seed": seed, "value": 10 * seed}
 
   cfg = {"seeds": 3, "sizes": (2, 4)}
-  first = common.seed_runs(str(tmp_path), cfg, run_seed, "test")
+  first = records.seed_runs(str(tmp_path), cfg, run_seed, "test")
   assert first == [{"seed": s, "value": 10 * s} for s in range(3)] and calls == [0, 1, 2]
   (tmp_path / "seed2.json").unlink()  # as if the run stopped during seed 2
-  assert common.seed_runs(str(tmp_path), cfg, run_seed, "test") == first
+  assert records.seed_runs(str(tmp_path), cfg, run_seed, "test") == first
   assert calls == [0, 1, 2, 2]  # only the missing seed ran again
   other = {"seeds": 3, "sizes": (2, 8)}  # another configuration: every seed runs again
-  common.seed_runs(str(tmp_path), other, run_seed, "test")
+  records.seed_runs(str(tmp_path), other, run_seed, "test")
   assert calls == [0, 1, 2, 2, 0, 1, 2]
   (tmp_path / "seed1.json").write_text('{"config": {"seeds": 3')  # killed mid-write
-  common.seed_runs(str(tmp_path), other, run_seed, "test")
+  records.seed_runs(str(tmp_path), other, run_seed, "test")
   assert calls == [0, 1, 2, 2, 0, 1, 2, 1]  # the unreadable record runs again
-  common.clear_seed_runs(str(tmp_path), 3)
+  records.clear_seed_runs(str(tmp_path), 3)
   assert not list(tmp_path.glob("seed*.json"))
-
-
-def test_claims_markdown_renders_and_checks_rows():
-  rows = [common.Claim("a", "1.0", True), common.Claim("b", "2.0", None)]
-  assert common.claims_markdown(rows).splitlines() == [
-      "| claim | measured | held |", "|---|---|---|", "| a | 1.0 | True |", "| b | 2.0 | None |"]
-  assert common.claims_markdown(rows, {True: "yes", False: "no", None: "n/a"}).endswith(
-      "| b | 2.0 | n/a |")
-  with pytest.raises(TypeError, match="row 0"):
-    common.claims_markdown([("a", "1.0", True)])
