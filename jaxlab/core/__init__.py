@@ -3,7 +3,8 @@
 Nothing here imports another jaxlab package. Modules: :mod:`~jaxlab.core.rng`
 (PRNG keys in typed and raw form, counter-hash random bits),
 :mod:`~jaxlab.core.checks` (argument checks on concrete values),
-:mod:`~jaxlab.core.stats` (the spread-over-seeds convention),
+:mod:`~jaxlab.core.stats` (the spread-over-seeds convention; the paired t and bootstrap
+intervals the experiments' verdict protocol decides on),
 :mod:`~jaxlab.core.horn` (Horn-clause forward chaining with proofs),
 :mod:`~jaxlab.core.fusion` (hints to XLA's fusion that leave the hinted values unchanged, up to
 flushed subnormals).
@@ -24,9 +25,18 @@ from jaxlab.core.rng import (
     stream_bits,
     stream_key_data,
 )
-from jaxlab.core.stats import Spread, format_spread, spread
+from jaxlab.core.stats import (
+    Interval,
+    Spread,
+    bootstrap_interval,
+    format_spread,
+    spread,
+    t_interval,
+    units_needed,
+)
 
-__all__ = ["Spread", "advance_key", "as_key", "as_key_data", "check_int", "check_range",
-           "checks", "concrete", "format_spread", "fusion", "hash_bits", "horn", "is_traced",
-           "key_words", "materialize", "random_bits", "rng", "split_key_data", "split_leaf_keys",
-           "spread", "stats", "stream_bits", "stream_key_data"]
+__all__ = ["Interval", "Spread", "advance_key", "as_key", "as_key_data", "bootstrap_interval",
+           "check_int", "check_range", "checks", "concrete", "format_spread", "fusion",
+           "hash_bits", "horn", "is_traced", "key_words", "materialize", "random_bits", "rng",
+           "split_key_data", "split_leaf_keys", "spread", "stats", "stream_bits",
+           "stream_key_data", "t_interval", "units_needed"]
