@@ -36,6 +36,7 @@ import numpy as np
 import optax
 from tqdm.auto import tqdm
 
+from experiments import pages as P
 from experiments.cli import ExperimentCLI
 from experiments.records import run_experiment
 from experiments.reporting import Claim, claims_markdown, pm, save_figure
@@ -233,6 +234,29 @@ def main(argv=None) -> dict:
                         lambda result: claims_markdown(claims(result)),
                         lambda r: f"{r['config']['seeds']} seeds, L = {r['config']['length']}, "
                                   "mean ± std over seeds.")
+
+
+# Page text: the generated regions of docs/methods/adaback.md
+
+
+def _report(record: dict) -> str:
+  runs, cfg = record["runs"], record["config"]
+  final = lambda arm, key: np.array([r[arm][-1][key] for r in runs])  # noqa: E731
+  rows = [[arm, P.pm(final(arm, "valid")), P.pm(final(arm, "reward"))] for arm in ARMS]
+  return ("\n" + f"L = {cfg['length']}, {cfg['layers']} layers, d = {cfg['d_model']}, "
+          f"{P.thousands(cfg['train'])} prompts, {P.thousands(cfg['rl_steps'])} iterations of "
+          f"{cfg['prompts_per_step']} x {cfg['group_size']} completions, {cfg['seeds']} seeds, "
+          f"{P.seconds(record['wall_time_s'])}; mean ± std over seeds at the last evaluation:\n\n"
+          + P.table(["arm", "test full-valid rate", "test reward"], rows) + "\n\n"
+          + P.claims_table(claims(record)) + "\n")
+
+
+def page() -> dict[str, str]:
+  out = P.quick_and_full("adaback", _report)
+  if (record := P.recorded("adaback", "diagnosis_L4")) is not None:
+    out["diagnosis_L4"] = (f"\n`{record['provenance']['command']}` (`docs/results/adaback/"
+                           "diagnosis_L4/`): " + _report(record).lstrip("\n"))
+  return out
 
 
 if __name__ == "__main__":

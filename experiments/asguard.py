@@ -54,6 +54,7 @@ import numpy as np
 import optax
 from flax import nnx
 
+from experiments import pages as P
 from experiments.cli import ExperimentCLI
 from experiments.records import clear_seed_runs, run_experiment, seed_runs
 from experiments.reporting import Claim, pm, save_figure, table_and_claims
@@ -444,6 +445,38 @@ def main(argv=None) -> dict:
                 "outputs that comply; held-out harmful objects; "
                 f"{r['config']['pft_steps']} fine-tuning steps per arm.",
       after=lambda r, args: clear_seed_runs(args.out, r["config"]["seeds"]))
+
+
+# Page text: the generated regions of docs/methods/asguard.md
+
+
+def _report(record: dict) -> str:
+  runs, c = record["runs"], record["config"]
+  pre = np.array([r["pretrain_loss"] for r in runs])
+  a = runs[0]["attribution"]
+  ex = runs[0]["arms"]
+  examples = "\n".join(f"* {arm}: `{ex[arm]['past_harm']['examples'][0]}`, "
+                       f"`{ex[arm]['past_neighbour']['examples'][0]}`"
+                       for arm in ("aligned", "narrow_sft", "mixed_sft", "asguard",
+                                   "asguard_random"))
+  heads = ", ".join(f"L{h[0]}H{h[1]}" for h in a["vulnerable"])
+  return ("\n" + f"{c['harmful']} harmful and {c['benign']} benign objects; model "
+          f"{c['num_layers']} layers x {c['num_heads']} heads, d = {c['d_model']} "
+          f"({P.thousands(c['pretrain_steps'])} pretraining steps, final loss {P.pm(pre)}, "
+          f"{c['align_steps']} alignment steps), k = {c['k']} vulnerable heads, "
+          f"{c['scale_steps']} scale steps, {c['pft_steps']} fine-tuning steps per arm, "
+          + (f"{c['seeds']} seeds, {P.seconds(record['wall_time_s'])}; mean ± std over seeds:"
+             if c["seeds"] > 1 else f"1 seed, {P.seconds(record['wall_time_s'])}:") + "\n\n"
+          + P.table(TABLE_HEAD, table_rows(record)) + "\n\n"
+          + f"Seed 0: vulnerable heads {heads} ({a['num_flip']} flip and {a['num_always']} "
+          f"always-refused training requests); Spearman correlation of head IG with "
+          f"activation patching {P.f(a['spearman_ig_patching'])}.\n\n"
+          + "Greedy outputs of seed 0 (held-out past-tense harmful, past-tense near-neighbour):"
+          + "\n\n" + examples + "\n\n" + P.claims_table(claims(record)) + "\n")
+
+
+def page() -> dict[str, str]:
+  return P.quick_and_full("asguard", _report)
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import optax
 
+from experiments import pages as P
 from experiments.cli import ExperimentCLI
 from experiments.records import clear_seed_runs, run_experiment, seed_runs
 from experiments.reporting import Claim, pm, save_figure, table_and_claims
@@ -257,6 +258,30 @@ def cli() -> ExperimentCLI:
 def main(argv=None) -> dict:
   return run_experiment(argv, cli(), "ata", run, plot, table, note,
                         after=lambda r, a: clear_seed_runs(a.out, r["config"]["seeds"]))
+
+
+# Page text: the generated regions of docs/methods/ata.md
+
+
+def _report(record: dict) -> str:
+  runs, c = record["runs"], record["config"]
+  m2 = [r["in_dist_m2"] for r in runs]
+  return ("\n" + f"Model {c['num_layers']} layers x {c['num_heads']} heads, d = {c['d_model']} "
+          f"({P.thousands(c['steps'])} steps on {P.thousands(c['train_rows'])} rows with m in "
+          f"{{1, 2}}), {c['heads']} steered heads, {P.thousands(c['tests'])} test prompts per m, "
+          + (f"{c['seeds']} seeds, {P.seconds(record['wall_time_s'])}; mean ± std over seeds:"
+             if c["seeds"] > 1 else f"1 seed, {P.seconds(record['wall_time_s'])}:") + "\n\n"
+          + P.table(TABLE_HEAD, table_rows(record)) + "\n\n"
+          + f"In distribution (m = 2, direct) exact match: {P.pm(m2)}.\n\n"
+          + "ATA's exact match over alpha and over the number of steered heads k:\n\n"
+          + P.table(["m", "alpha", "exact match"], sweep_rows(record, "alpha_sweep"))
+          + "\n\n"
+          + P.table(["m", "k", "exact match"], sweep_rows(record, "head_sweep")) + "\n\n"
+          + P.claims_table(claims(record)) + "\n")
+
+
+def page() -> dict[str, str]:
+  return P.quick_and_full("ata", _report)
 
 
 if __name__ == "__main__":

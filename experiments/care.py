@@ -52,6 +52,7 @@ import numpy as np
 import optax
 from flax import nnx
 
+from experiments import pages as P
 from experiments.cli import ExperimentCLI
 from experiments.records import clear_seed_runs, run_experiment, seed_runs
 from experiments.reporting import Claim, markdown_table, pm, save_figure, table_and_claims
@@ -512,6 +513,40 @@ def main(argv=None) -> dict:
       argv, cli(), "care", run, plot, _table,
       lambda r: f"{r['config']['seeds']} seed(s), mean ± std over seeds.",
       after=lambda r, args: clear_seed_runs(args.out, r["config"]["seeds"]))
+
+
+# Page text: the generated regions of docs/methods/care.md
+
+
+def _report(record: dict) -> str:
+  runs, c = record["runs"], record["config"]
+  ys_acc = np.array([r["yardstick_test_accuracy"] for r in runs])
+  q = np.array([r["pipeline"]["confidence_quartiles"] for r in runs])
+  corr = np.array([r["pipeline"]["confidence_noise_corr"] for r in runs])
+  digit = {v: np.array([r["pipeline"]["digit_acc"][v] for r in runs]) for v in ("crop", "masked")}
+  spread = f"mean ± std over {c['seeds']} seeds" if c["seeds"] > 1 else "one seed"
+  return ("\n" + f"{P.thousands(c['train'])} training and {P.thousands(c['test'])} test questions, "
+          f"noise std up to {c['noise']}, segmenter and end-to-end MLPs of width "
+          f"{c['seg_width']} / {c['qa_width']} ({P.thousands(c['steps'])} steps each); REINFORCE "
+          f"with {c['slots']} slots, groups of {c['group']}, {P.thousands(c['rl_steps'])} steps "
+          f"per arm; {P.seconds(record['wall_time_s'])}; {spread}.\n\n"
+          + "Accuracy of the pipeline against the confidence threshold (above 1 every mask is "
+          "dropped: the end-to-end network alone):\n\n"
+          + P.table(TAU_HEAD, tau_rows(record)) + "\n\n"
+          + "Each view's answer accuracy:\n\n"
+          + P.table(VIEW_HEAD, view_rows(record)) + "\n\n"
+          + f"Mask confidence quartiles (min, 25%, median, 75%, max): "
+          f"{', '.join(P.f(x) for x in q.mean(0))}; correlation with the scene's noise "
+          f"{P.pm(corr)}. Digit accuracy of the Yardstick on the crop view {P.pm(digit['crop'])}, "
+          f"on the masked view {P.pm(digit['masked'])} (on clean held-out digits "
+          f"{P.pm(ys_acc)}).\n\n"
+          + "REINFORCE set prediction (argmax decoding on held-out canvases):\n\n"
+          + P.table(RL_HEAD, rl_rows(record)) + "\n\n"
+          + P.claims_table(claims(record)) + "\n")
+
+
+def page() -> dict[str, str]:
+  return P.quick_and_full("care", _report)
 
 
 if __name__ == "__main__":

@@ -55,6 +55,7 @@ import optax
 from flax import nnx
 from matplotlib import ticker
 
+from experiments import pages as P
 from experiments.cli import ExperimentCLI
 from experiments.records import clear_seed_runs, run_experiment, seed_runs
 from experiments.reporting import Claim, pm, save_figure, table_and_claims
@@ -431,6 +432,37 @@ def main(argv=None) -> dict:
       lambda r: (f"{r['config']['seeds']} seeds, mean ± std over seeds; latency = the slowest "
                  "model's p95 (the MILP's objective), inf when unstable or under the floor."),
       after=lambda r, args: clear_seed_runs(args.out, r["config"]["seeds"]))
+
+
+# Page text: the generated regions of docs/methods/cascadia.md
+
+
+def _report(record: dict) -> str:
+  c, runs = record["config"], record["runs"]
+  flops = np.array([r["flops"] for r in runs])[0]
+  service = np.array([r["service_ms"] for r in runs])[0]
+  acc = np.array([r["accuracy"] for r in runs])
+  q_min = np.array([r["q_min"] for r in runs])
+  f3 = lambda x: P.f(x, 3)  # noqa: E731
+  models = ", ".join(f"hidden {list(h)}: {P.thousands(fl)} FLOPs, s = {service[i]:.3g} ms, "
+                     f"accuracy {P.pm(acc[:, i], f3)}"
+                     for i, (h, fl) in enumerate(zip(c["hidden"], flops, strict=True)))
+  return ("\n" + f"{c['seeds']} seeds, {c['workers']} workers, alpha = {c['alpha']}, "
+          f"lambda_0 = {c['load']} x the largest model's capacity "
+          f"({P.pm([r['rate0'] for r in runs])} req/ms), SLO {c['slo']:g} ms, quality floor "
+          f"q_min = {P.pm(q_min, f3)}, {len(c['grid'])} threshold values, "
+          f"{P.seconds(record['wall_time_s'])}. Models ({P.thousands(c['steps'])} Adam steps "
+          f"each): {models}. Mean ± std over seeds:\n\n"
+          + P.table(TABLE_HEAD, table_rows(record)) + "\n\n"
+          + "Share of the requests reaching each model at lambda_0 (w_1, w_2, w_3): "
+          + "; ".join(f"{a} " + ", ".join(P.pm([r["arms"][a]["workload"][i] for r in runs], f3)
+                                          for i in range(len(c["hidden"])))
+                      for a in ("cascadia", "routing")) + ".\n\n"
+          + P.claims_table(claims(record)) + "\n")
+
+
+def page() -> dict[str, str]:
+  return P.quick_and_full("cascadia", _report)
 
 
 if __name__ == "__main__":

@@ -53,9 +53,10 @@ import numpy as np
 import optax
 from tqdm.auto import tqdm
 
+from experiments import pages as P
 from experiments.cli import ExperimentCLI
 from experiments.records import run_experiment
-from experiments.reporting import Claim, pm, save_figure
+from experiments.reporting import Claim, check_claims, pm, save_figure
 from jaxlab.data import lm_tasks as lt
 from jaxlab.lm import cocomix as cm
 from jaxlab.models import transformer as tfm
@@ -407,6 +408,49 @@ def main(argv=None) -> dict:
       format_table,
       lambda r: f"{len(r['arms'])} arms x {r['config']['seeds']} seeds, held-out next-token "
                 "CE, mean ± sample std over seeds (paired: per seed, then mean).")
+
+
+# Page text: the generated regions of docs/methods/cocomix.md
+
+
+def _tables(result: dict) -> str:
+  fmt = lambda v: P.f(v, 4)  # noqa: E731
+  rows = [[a["name"], P.pm(result["final"][a["name"]]["ce"], fmt),
+           P.pm(_paired(result, a["name"]), lambda v: P.signed(v, 4), fmt),
+           f"{result['final'][a['name']]['flops_per_step']:.3g}"] for a in result["arms"]]
+  verdict = {True: "yes", False: "no", None: "n/a"}
+  return (P.table(["arm", "held-out CE", "ΔCE vs NTP (paired)", "training FLOPs / step"], rows)
+          + "\n\n" + P.table(["paper's claim", "measured", "held?"],
+                            [[c.claim, c.measured, verdict[c.held]]
+                             for c in check_claims(claims(result))]))
+
+
+def _teacher(result: dict) -> str:
+  return (f"teacher held-out CE {P.pm(result['teacher_ce'], lambda v: P.f(v, 4))}; SAE normalised "
+          f"MSE {P.pm(result['sae_nmse'], lambda v: P.f(v, 3))}, live latents "
+          f"{P.pm(result['sae_live_fraction'])}")
+
+
+def page() -> dict[str, str]:
+  quick = P.load("cocomix", "quick")
+  qc = quick["config"]
+  out = {
+      "quick_setting": (f"{qc['seeds']} seeds, {P.thousands(qc['steps'])} steps, vocab "
+                        f"{qc['vocab']}, {qc['states']} HMM states, teacher "
+                        f"{qc['teacher_layers']} layers / student {qc['student_layers']} layers, "
+                        f"d = {qc['d_model']}, SAE C = {qc['latents']}, k = {qc['k']}, "
+                        f"{P.seconds(quick['wall_time_s'])}"),
+      "quick_table": _tables(quick),
+      "quick_teacher": _teacher(quick),
+  }
+  if (full := P.recorded("cocomix", "full")) is not None:
+    out["full"] = (f"Full run (`docs/results/cocomix/full/`, {full['config']['seeds']} seeds, "
+                   f"{P.thousands(full['config']['steps'])} steps, "
+                   f"{P.seconds(full['wall_time_s'])}):\n\n" + _tables(full)
+                   + f"\n\n{_teacher(full)[0].upper()}{_teacher(full)[1:]}.")
+  else:
+    out["full"] = P.not_recorded("cocomix")
+  return out
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import optax
 
+from experiments import pages as P
 from experiments.cli import ExperimentCLI
 from experiments.records import clear_seed_runs, run_experiment, seed_runs
 from experiments.reporting import Claim, pm, save_digit_grid, save_figure, table_and_claims
@@ -350,6 +351,33 @@ def main(argv=None) -> dict:
 
   return run_experiment(argv, cli(), "distill_kac", run, plot, _table, _note,
                         after=lambda r, args: clear_seed_runs(args.out, r["config"]["seeds"]))
+
+
+# Page text: the generated regions of docs/methods/distill_kac.md
+
+
+def _report(record: dict) -> str:
+  c = record["config"]
+  runs = record["runs"]
+  tm = record["timing"]
+  return ("\n" + f"Velocity MLP hidden {tuple(c['hidden'])}, {P.thousands(c['train_steps'])} "
+          f"teacher steps, {P.thousands(c['distill_steps'])} distillation steps per stage "
+          f"(stages {' -> '.join(str(m) for m in c['stages'])}), CFG weight {c['guidance']:g}; "
+          f"{c['samples']} samples per sampler from the same Kac noise; "
+          f"{c['seeds']} seed{'s' if c['seeds'] > 1 else ''}, "
+          f"{P.seconds(record['wall_time_s'])}; mean ± std over seeds. Teacher loss "
+          f"{pm([r['final_loss'] for r in runs])}; FD between two halves of the real "
+          f"held-out digits {pm([r['fd_real_halves'] for r in runs], '.2f')}; yardstick "
+          f"test accuracy {pm([r['yardstick_test_accuracy'] for r in runs])}. Kac draws "
+          f"of one training batch ({c['batch']} x 64 coordinates, 40 flips each) take "
+          f"{P.g(1e3 * tm['kac_simulation'])} ms against {P.g(1e3 * tm['train_step'])} ms for a "
+          f"whole training step ({100 * tm['kac_simulation'] / tm['train_step']:.0f}%).\n\n"
+          + P.table(TABLE_HEAD, table_rows(record)) + "\n\n"
+          + P.claims_table(claims(record)) + "\n")
+
+
+def page() -> dict[str, str]:
+  return P.quick_and_full("distill_kac", _report)
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
 
+from experiments import pages as P
 from experiments.cli import ExperimentCLI
 from experiments.records import clear_seed_runs, run_experiment, seed_runs
 from experiments.reporting import Claim, markdown_table, pm, save_figure, table_and_claims
@@ -300,6 +301,26 @@ def main(argv=None) -> dict:
                  f"{list(r['config']['held_out'])}; mean ± std over seeds of the mean over "
                  "held-out domains."),
       after=lambda r, args: clear_seed_runs(args.out, r["config"]["seeds"]))
+
+
+# Page text: the generated regions of docs/methods/dl4nd.md
+
+
+def _report(record: dict) -> str:
+  c = record["config"]
+  return ("\n" + f"{c['seeds']} seed(s) x held-out domains {list(c['held_out'])}, rotation "
+          f"sets {', '.join(c['angle_sets'])}; {P.thousands(c['warmup_steps'])} warm-up + "
+          f"{P.thousands(c['steps'])} Adam steps (batch {c['batch']}), noise {c['noise']:g}; "
+          f"{P.seconds(record['wall_time_s'])}. Per seed the mean over the held-out domains, "
+          "then mean ± std over seeds:\n\n"
+          + P.table(TABLE_HEAD, table_rows(record)) + "\n\n"
+          + "The GMM split and the diagnostics:\n\n"
+          + P.table(SPLIT_HEAD, split_rows(record)) + "\n\n"
+          + P.claims_table(claims(record)) + "\n")
+
+
+def page() -> dict[str, str]:
+  return P.quick_and_full("dl4nd", _report)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
 
+from experiments import pages as P
 from experiments.cli import ExperimentCLI
 from experiments.records import clear_seed_runs, run_experiment, seed_runs
 from experiments.reporting import Claim, pm, save_figure, table_and_claims
@@ -326,6 +327,33 @@ def main(argv=None) -> dict:
                  f"{21 * r['config']['hands']} keypoints; mean ± std over seeds of the "
                  "per-seed means over scenes; PSNR on the covered pixels."),
       after=lambda r, args: clear_seed_runs(args.out, r["config"]["seeds"]))
+
+
+# Page text: the generated regions of docs/methods/egoworld.md
+
+
+def _report(record: dict) -> str:
+  runs, c = record["runs"], record["config"]
+  hand = np.array([np.mean(r["hand_pixels_exo"]) for r in runs])
+  ms = np.array([r["ms_per_reprojection"] for r in runs])
+  return ("\n" + f"{c['seeds']} seeds x {c['scenes']} scenes, {c['size']} x {c['size']} "
+          f"images, {21 * c['hands']} hand keypoints, exocentric / egocentric focal length "
+          f"{c['exo_focal']:g} / {c['ego_focal']:g} x the image side, "
+          f"{P.seconds(record['wall_time_s'])}; mean ± std over seeds of the per-seed means over "
+          "scenes (each noise level on the same standard draws). The oracle map (true depth "
+          f"and pose) covers {P.pm([r['oracle_coverage'] for r in runs], lambda x: P.f(x, 3))} of "
+          f"the egocentric image at {P.pm([r['oracle_psnr'] for r in runs])} dB on its covered "
+          f"pixels; the hands cover {P.pm(hand, lambda x: P.f(x, 0))} exocentric pixels per scene "
+          "(the median's sample):\n\n"
+          + P.table(TABLE_HEAD, table_rows(record)) + "\n\n"
+          + f"One reprojection (depth scale, Umeyama, back-projection and z-buffered splat of "
+          f"{P.thousands(c['size'] ** 2)} points, vmapped over the grid) costs "
+          f"{P.pm(ms, lambda x: P.f(x, 2))} ms on the run's CPU.\n\n"
+          + P.claims_table(claims(record)) + "\n")
+
+
+def page() -> dict[str, str]:
+  return P.quick_and_full("egoworld", _report)
 
 
 if __name__ == "__main__":

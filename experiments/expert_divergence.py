@@ -48,9 +48,10 @@ import numpy as np
 import optax
 from tqdm.auto import tqdm
 
+from experiments import pages as P
 from experiments.cli import ExperimentCLI
 from experiments.records import run_experiment
-from experiments.reporting import Claim, pm, save_figure
+from experiments.reporting import Claim, check_claims, pm, save_figure
 from jaxlab.data import lm_tasks as lt
 from jaxlab.lm import expert_divergence as ed
 from jaxlab.models import transformer as tfm
@@ -359,6 +360,55 @@ def main(argv=None) -> dict:
       format_table,
       lambda r: f"{len(r['arms'])} arms x {r['config']['seeds']} seeds, held-out rows with the "
                 "true domain labels, mean ± sample std over seeds (paired: per seed, then mean).")
+
+
+# Page text: the generated regions of docs/methods/expert_divergence.md
+
+
+def _arms_table(result: dict) -> str:
+  fmt = lambda v: P.f(v, 4)  # noqa: E731
+  rows = []
+  for arm in result["arms"]:
+    m = result["final"][arm["name"]]
+    rows.append([arm["name"].replace("beta", "β"), P.pm(m["ce"], fmt),
+                 P.pm(_paired(result, arm["name"], "ce"), lambda v: P.signed(v, 4), fmt),
+                 P.pm(m["jsd"], fmt), P.pm(m["mi"], fmt), P.pm(m["mi_soft"], fmt),
+                 P.pm(m["load_entropy"], lambda v: P.f(v, 3))])
+  return P.table(["arm", "held-out CE", "ΔCE vs β = 0 (paired)", "routing JSD",
+                  "domain-expert MI (top-k)", "MI (soft)", "load entropy"], rows)
+
+
+def _claims_table(result: dict) -> str:
+  verdict = {True: "yes", False: "no", None: "n/a"}
+  return P.table(["paper's claim", "measured", "held?"],
+                 [[c.claim, c.measured, verdict[c.held]]
+                  for c in check_claims(claims(result))])
+
+
+def page() -> dict[str, str]:
+  quick = P.load("expert_divergence", "quick")
+  qc = quick["config"]
+  out = {
+      "quick_seeds": str(qc["seeds"]),
+      "quick_steps": P.thousands(qc["steps"]),
+      "quick_model": f"{qc['layers']} layers, d = {qc['d_model']}, {qc['experts']} experts "
+                     f"top-{qc['top_k']}, {qc['domains']} domains over {qc['vocab']} symbols",
+      "quick_wall": P.seconds(quick["wall_time_s"]),
+      "quick_table": _arms_table(quick),
+      "quick_claims": _claims_table(quick),
+      "quick_floor": P.f(np.mean(quick["entropy_rate"]), 3),
+      "quick_log_experts": P.f(quick["log_experts"], 3),
+      "quick_load": P.span([np.mean(quick["final"][a["name"]]["load_entropy"])
+                            for a in quick["arms"]], lambda v: P.f(v, 3)),
+  }
+  if (full := P.recorded("expert_divergence", "full")) is not None:
+    out["full"] = (f"Full run (`docs/results/expert_divergence/full/`, "
+                   f"{full['config']['seeds']} seeds, {P.thousands(full['config']['steps'])} "
+                   f"steps, {P.seconds(full['wall_time_s'])}):\n\n" + _arms_table(full)
+                   + "\n\n" + _claims_table(full))
+  else:
+    out["full"] = P.not_recorded("expert_divergence")
+  return out
 
 
 if __name__ == "__main__":

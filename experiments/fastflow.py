@@ -45,6 +45,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import optax
 
+from experiments import pages as P
 from experiments.cli import ExperimentCLI
 from experiments.records import clear_seed_runs, run_experiment, seed_runs
 from experiments.reporting import Claim, pm, save_digit_grid, save_figure, table_and_claims
@@ -351,6 +352,29 @@ def main(argv=None) -> dict:
 
   return run_experiment(argv, cli(), "fastflow", run, plot, _table, _note,
                         after=lambda r, args: clear_seed_runs(args.out, r["config"]["seeds"]))
+
+
+# Page text: the generated regions of docs/methods/fastflow.md
+
+
+def _report(record: dict) -> str:
+  c = record["config"]
+  runs = record["runs"]
+  return ("\n" + f"Velocity MLP hidden {tuple(c['hidden'])}, {P.thousands(c['train_steps'])} "
+          f"flow-matching steps; FastFlow bandits learn over {c['warmup']} calls of "
+          f"{c['batch']} samples, then {c['eval_batches']} measured calls "
+          f"({c['eval_batches'] * c['batch']} samples per method, the same noise for every "
+          f"sampler); {c['seeds']} seed{'s' if c['seeds'] > 1 else ''}, "
+          f"{P.seconds(record['wall_time_s'])}; mean ± std over seeds. FD between two halves "
+          f"of the real held-out digits: "
+          f"{pm([r['fd_real_halves'] for r in runs], '.2f')}; yardstick test accuracy "
+          f"{pm([r['yardstick_test_accuracy'] for r in runs])}.\n\n"
+          + P.table(TABLE_HEAD, table_rows(record)) + "\n\n"
+          + P.claims_table(claims(record)) + "\n")
+
+
+def page() -> dict[str, str]:
+  return P.quick_and_full("fastflow", _report)
 
 
 if __name__ == "__main__":

@@ -46,6 +46,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import optax
 
+from experiments import pages as P
 from experiments.cli import ExperimentCLI
 from experiments.records import clear_seed_runs, run_experiment, seed_runs
 from experiments.reporting import Claim, pm, save_figure, table_and_claims
@@ -322,6 +323,39 @@ def main(argv=None) -> dict:
                  f"{r['config']['context']}, page {r['config']['page_size']}, budget "
                  f"{r['config']['budget']} tokens."),
       after=lambda r, args: clear_seed_runs(args.out, r["config"]["seeds"]))
+
+
+# Page text: the generated regions of docs/methods/freekv.md
+
+
+def _report(record: dict) -> str:
+  c = record["config"]
+  steps = sum(phase[2] for phase in c["curriculum"])
+  contexts = ", ".join(P.thousands(phase[0]) for phase in c["curriculum"])
+  return ("\n" + f"{c['layers']} layers d = {c['d_model']} ({c['heads']} heads), trained "
+          f"{P.thousands(steps)} steps on contexts {contexts}; evaluated at context "
+          f"{P.thousands(c['context'])} ({c['pairs']} entries, {c['queries']} queries decoded on "
+          f"{c['eval_rows']} rows); page {c['page_size']}, budget {c['budget']} tokens; "
+          f"{len(record['runs'])} seed(s), {P.seconds(record['wall_time_s'])}; mean ± std over "
+          "seeds:\n\n"
+          + P.table(TABLE_HEAD, table_rows(record)) + "\n\n"
+          + P.claims_table(claims(record)) + "\n")
+
+
+def page() -> dict[str, str]:
+  from experiments import bench_freekv  # noqa: PLC0415
+
+  out = P.quick_and_full("freekv", _report)
+  bench = P.recorded("freekv", "bench")
+  out["bench"] = (
+      "\nThe benchmark (`python -m experiments.bench_freekv`) is not recorded yet.\n"
+      if bench is None else
+      f"\nRecord `docs/results/freekv/bench/` ({bench['backend']}, batch "
+      f"{bench['config']['batch']}, page {bench['config']['page_size']}, budget "
+      f"{bench['config']['budget']} tokens, median of {bench['config']['repeats']} "
+      f"interleaved rounds of {bench['config']['inner']} calls; ratio = FreeKV / full, "
+      "paired per round, min-max in brackets):\n\n" + bench_freekv.table(bench) + "\n")
+  return out
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import optax
 
+from experiments import pages as P
 from experiments.cli import ExperimentCLI
 from experiments.records import clear_seed_runs, run_experiment, seed_runs
 from experiments.reporting import Claim, pm, save_figure, table_and_claims
@@ -316,6 +317,51 @@ def main(argv=None) -> dict:
 
   return run_experiment(argv, cli(), "g_nll", run, plot, _table, _note,
                         after=lambda r, args: clear_seed_runs(args.out, r["config"]["seeds"]))
+
+
+# Page text: the generated regions of docs/methods/g_nll.md
+
+
+def _report(record: dict) -> str:
+  runs, c = record["runs"], record["config"]
+  per = lambda key: np.array([r[key] for r in runs], np.float64)  # noqa: E731
+  questions = c["entities"] * c["relations"]
+  corr = [r["length_correct_corr"] for r in runs if r["length_correct_corr"] is not None]
+  return ("\n" + f"{P.thousands(questions)} questions ({c['entities']} entities x "
+          f"{c['relations']} relations, {c['words']} answer words), "
+          f"{P.thousands(c['steps'] * c['batch'])} training statements (Zipf exponent "
+          f"{c['zipf_a']}, one pass), model {c['layers']} layers d = {c['d_model']}, "
+          f"{c['samples']} samples, beam width {c['beam']}, {c['seeds']} "
+          f"seed{'s' if c['seeds'] > 1 else ''}, "
+          f"{P.seconds(record['wall_time_s'])}; mean ± std over seeds. Greedy accuracy "
+          f"{P.pm(per('accuracy'))} (questions with one valid answer "
+          f"{P.pm(per('accuracy_single'))}, with 2-3 {P.pm(per('accuracy_multi'))}); greedy "
+          f"answers of {P.f(per('greedy_length_mean').mean())} tokens on average, EOS included "
+          f"(std within a seed {P.f(per('greedy_length_std').mean())}); correlation of a greedy "
+          f"answer's length with its correctness {P.pm(corr)}.\n\n"
+          + P.table(TABLE_HEAD, table_rows(record)) + "\n\n"
+          + "Greedy accuracy by how often training saw the question:\n\n"
+          + P.table(EXPOSURE_HEAD, exposure_rows(record)) + "\n\n"
+          + f"The greedy answer is the best beam for {P.pm(per('greedy_is_beam'))} of the "
+          f"questions; G-NLL exceeds the beam's NLL by {P.pm(per('g_minus_beam_nll'))} nats on "
+          f"average. The {c['samples']} samples fall into {P.pm(per('clusters_mean'))} clusters "
+          "per question.\n\n"
+          + P.claims_table(claims(record)) + "\n")
+
+
+def _ln_above(record: dict) -> str:
+  """``k of n``: the seeds where LN-G-NLL's AUROC is above G-NLL's."""
+  above = [r["auroc"]["ln_g_nll"] > r["auroc"]["g_nll"] for r in record["runs"]]
+  return f"{sum(above)} of {len(above)}"
+
+
+def page() -> dict[str, str]:
+  out = P.quick_and_full("g_nll", _report)
+  quick = f"the quick run's: {_ln_above(P.load('g_nll', 'quick'))}"
+  full = P.recorded("g_nll", "full")
+  out["ln_above"] = (quick if full is None
+                     else f"{_ln_above(full)} full-run seeds ({quick})")
+  return out
 
 
 if __name__ == "__main__":

@@ -43,6 +43,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import optax
 
+from experiments import pages as P
 from experiments.cli import ExperimentCLI
 from experiments.records import clear_seed_runs, run_experiment, seed_runs
 from experiments.reporting import Claim, pm, save_figure, table_and_claims
@@ -355,6 +356,34 @@ def main(argv=None) -> dict:
 
   return run_experiment(argv, cli(), "greedy", run, plot, _table, note,
                         after=lambda r, args: clear_seed_runs(args.out, r["config"]["seeds"]))
+
+
+# Page text: the generated regions of docs/methods/greedy.md
+
+
+def _report(record: dict) -> str:
+  c, runs = record["config"], record["runs"]
+  bc = np.array([r["bc_loss"] for r in runs])
+  behaviour = np.array([r["behaviour"]["regret"] for r in runs])
+  cover = np.array([r["behaviour"]["coverage"] for r in runs])
+  spread = (f"{c['seeds']} seeds, {P.seconds(record['wall_time_s'])}; mean ± std over seeds"
+            if c["seeds"] > 1 else f"1 seed, {P.seconds(record['wall_time_s'])}")
+  return ("\n" + f"{c['num_arms']}-armed {c['kind']} bandit, {c['horizon']} steps, UCB "
+          f"c = {c['ucb_c']}; policy {c['layers']} layers d = {c['d_model']}, behaviour "
+          f"cloning on {P.thousands(c['bc_episodes'])} episodes, epsilon-greedy / UCB / copy in "
+          f"shares {c['greedy_share']:g} / {c['ucb_share']:g} / "
+          f"{1 - c['greedy_share'] - c['ucb_share']:g} (behaviour regret "
+          f"{P.pm(behaviour)}, coverage {P.pm(cover)}) for {P.thousands(c['bc_steps'])} steps "
+          f"(final loss {P.pm(bc)}), RLFT {c['rl_iters']} iterations of {c['rl_episodes']} "
+          f"episodes (lr {c['rl_lr']:g}, KL coefficient {c['kl_coef']:g}); "
+          f"{c['eval_episodes']} evaluation episodes; {spread}. The frequency share and "
+          f"entropy are read after {c['max_repeats']} repeats of one arm:\n\n"
+          + P.table(TABLE_HEAD, table_rows(record)) + "\n\n"
+          + P.claims_table(claims(record)) + "\n")
+
+
+def page() -> dict[str, str]:
+  return P.quick_and_full("greedy", _report)
 
 
 if __name__ == "__main__":

@@ -51,6 +51,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import optax
 
+from experiments import pages as P
 from experiments.cli import ExperimentCLI
 from experiments.records import clear_seed_runs, run_experiment, seed_runs
 from experiments.reporting import Claim, pm, save_figure, table_and_claims
@@ -356,6 +357,25 @@ def main(argv=None) -> dict:
 
   return run_experiment(argv, cli(), "lumos", run, plot, _table, _note,
                         after=lambda r, args: clear_seed_runs(args.out, r["config"]["seeds"]))
+
+
+# Page text: the generated regions of docs/methods/lumos.md
+
+
+def _report(record: dict) -> str:
+  c = record["config"]
+  return ("\n" + f"Transformer d_model {c['d_model']} (one head), {c['layers']} layers, RoPE base "
+          f"{P.g(c['rope_base'])}; {P.thousands(c['steps'])} Adam steps per arm, batch "
+          f"{c['batch']}, {P.thousands(c['train_videos'])} training videos; {c['test_videos']} "
+          f"held-out videos, {c['maskgit_steps']} MaskGIT rounds per frame; {c['seeds']} "
+          f"seed{'s' if c['seeds'] > 1 else ''}, {P.seconds(record['wall_time_s'])}; mean ± std "
+          "over seeds.\n\n"
+          + P.table(TABLE_HEAD, table_rows(record)) + "\n\n"
+          + P.claims_table(claims(record)) + "\n")
+
+
+def page() -> dict[str, str]:
+  return P.quick_and_full("lumos", _report)
 
 
 if __name__ == "__main__":

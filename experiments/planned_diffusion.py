@@ -41,6 +41,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import optax
 
+from experiments import pages as P
 from experiments.cli import ExperimentCLI
 from experiments.records import clear_seed_runs, run_experiment, seed_runs
 from experiments.reporting import Claim, pm, save_figure, table_and_claims
@@ -334,6 +335,28 @@ def main(argv=None) -> dict:
       lambda r: f"{r['config']['seeds']} seeds, mean ± std over seeds; "
                 f"{r['config']['test']} test prompts per K.",
       after=lambda r, args: clear_seed_runs(args.out, r["config"]["seeds"]))
+
+
+# Page text: the generated regions of docs/methods/planned_diffusion.md
+
+
+def _report(record: dict) -> str:
+  c = record["config"]
+  return ("\n" + f"K = 1..{c['max_spans']} spans, unit {c['unit']} tokens, three transformers of "
+          f"{c['layers']} layers d = {c['d_model']} ({P.thousands(c['steps'])} steps, batch "
+          f"{c['batch']}, {P.thousands(c['train'])} training problems), {c['test']} test prompts "
+          f"per K, {c['seeds']} seed{'s' if c['seeds'] > 1 else ''}, "
+          f"{P.seconds(record['wall_time_s'])}; mean ± std over seeds "
+          "(`pd_r<r>`: denoising steps = ceil(r x longest span); `_tau`: with the confidence "
+          "threshold; `mdm_<s>`: pure masked diffusion in s steps):\n\n"
+          + P.table(TABLE_HEAD, table_rows(record)) + "\n\n"
+          + "Exact match per number of spans:\n\n"
+          + P.table(per_k_head(record), per_k_rows(record)) + "\n\n"
+          + P.claims_table(claims(record)) + "\n")
+
+
+def page() -> dict[str, str]:
+  return P.quick_and_full("planned_diffusion", _report)
 
 
 if __name__ == "__main__":

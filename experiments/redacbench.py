@@ -36,6 +36,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import optax
 
+from experiments import pages as P
 from experiments.cli import ExperimentCLI
 from experiments.records import clear_seed_runs, run_experiment, seed_runs
 from experiments.reporting import Claim, pm, save_figure, table_and_claims
@@ -244,6 +245,31 @@ def main(argv=None) -> dict:
                  f"closure of what is left); rewriter once matches its target exactly on "
                  f"{pm([x['exact_match_once'] for x in r['runs']], '.2f')} of the test texts."),
       after=lambda r, args: clear_seed_runs(args.out, r["config"]["seeds"]))
+
+
+# Page text: the generated regions of docs/methods/redacbench.md
+
+
+def _report(record: dict) -> str:
+  c, runs = record["config"], record["runs"]
+  exact = [r["exact_match_once"] for r in runs]
+  people = (f"{c['min_people']}" if c["min_people"] == c["max_people"]
+            else f"{c['min_people']}-{c['max_people']}")
+  ex = runs[0]["example"]
+  example = "\n".join(f"* {name}: `{ex[name] or '(empty)'}`"
+                      for name in ["text", *arm_names(c["passes"])])
+  return ("\n" + f"{people} people per text, {P.thousands(c['train'])} training texts, "
+          f"rewriter {c['layers']} layers d = {c['d_model']} ({P.thousands(c['steps'])} steps), "
+          f"{P.thousands(c['test'])} held-out texts, {c['seeds']} seeds, "
+          f"{P.seconds(record['wall_time_s'])}; mean ± std over seeds:\n\n"
+          + P.table(TABLE_HEAD, table_rows(record)) + "\n\n"
+          + f"The rewriter's single pass equals its target (the oracle step) on {P.pm(exact)} "
+          "of the held-out texts. One held-out text (seed 0) and what each redactor left:\n\n"
+          + example + "\n\n" + P.claims_table(claims(record)) + "\n")
+
+
+def page() -> dict[str, str]:
+  return P.quick_and_full("redacbench", _report)
 
 
 if __name__ == "__main__":

@@ -45,6 +45,7 @@ import numpy as np
 import optax
 from flax import nnx
 
+from experiments import pages as P
 from experiments.cli import ExperimentCLI
 from experiments.records import clear_seed_runs, run_experiment, seed_runs
 from experiments.reporting import Claim, pm, save_figure, table_and_claims
@@ -537,6 +538,26 @@ def main(argv=None) -> dict:
       argv, cli(), "satdreamer", run, plot, _table,
       lambda r: f"{r['config']['seeds']} seeds, mean ± std over seeds; held-out cities.",
       after=lambda r, args: clear_seed_runs(args.out, r["config"]["seeds"]))
+
+
+# Page text: the generated regions of docs/methods/satdreamer.md
+
+
+def _report(record: dict) -> str:
+  c = record["config"]
+  return ("\n" + f"{c['size']} x {c['size']} cities, {c['height']} x {c['width']} panoramas, "
+          f"{P.thousands(c['train_cities'])} training cities x {c['views']} views, "
+          f"{P.thousands(c['steps'])} steps per arm (width {c['dim']}); correspondence: "
+          f"{P.thousands(c['corr_train'])} training trajectories, "
+          f"{P.thousands(c['corr_steps'])} steps per arm; {c['seeds']} seeds, "
+          f"{P.seconds(record['wall_time_s'])}; mean ± std over seeds on held-out cities:\n\n"
+          + P.table(TABLE_HEAD, table_rows(record)) + "\n\n"
+          + P.table(CORR_HEAD, corr_rows(record)) + "\n\n"
+          + P.claims_table(claims(record)) + "\n")
+
+
+def page() -> dict[str, str]:
+  return P.quick_and_full("satdreamer", _report)
 
 
 if __name__ == "__main__":

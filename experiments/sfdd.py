@@ -33,6 +33,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import optax
 
+from experiments import pages as P
 from experiments.cli import ExperimentCLI
 from experiments.records import clear_seed_runs, run_experiment, seed_runs
 from experiments.reporting import Claim, pm, save_figure, table_and_claims
@@ -307,6 +308,28 @@ def main(argv=None) -> dict:
       argv, cli(), "sfdd", run, plot, _table,
       lambda r: f"{r['config']['seeds']} seeds, mean ± std over seeds; gamma = {GAMMA}.",
       after=lambda r, args: clear_seed_runs(args.out, r["config"]["seeds"]))
+
+
+# Page text: the generated regions of docs/methods/sfdd.md
+
+
+def _report(record: dict) -> str:
+  runs, c = record["runs"], record["config"]
+  corr = np.array([r["rank_corr_entropy"] for r in runs])
+  overlap = np.array([r["overlap_entropy"] for r in runs])
+  return ("\n" + f"{c['symbols']} symbols, target {c['target_layers']} layers d = "
+          f"{c['target_d']} ({P.thousands(c['target_steps'])} steps), draft 1 layer d = "
+          f"{c['draft_d']}, {P.thousands(c['samples'])} target samples, {c['epochs']} epochs per "
+          f"arm, {c['seeds']} seeds, {P.seconds(record['wall_time_s'])}; mean ± std over seeds "
+          "on held-out target samples:\n\n"
+          + P.table(TABLE_HEAD, table_rows(record)) + "\n\n"
+          + f"Rank correlation of the flatness and entropy sample scores: {P.pm(corr)}; share of "
+          f"the flattest 50% also in the highest-entropy 50%: {P.pm(overlap)}.\n\n"
+          + P.claims_table(claims(record)) + "\n")
+
+
+def page() -> dict[str, str]:
+  return P.quick_and_full("sfdd", _report)
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import optax
 
+from experiments import pages as P
 from experiments.cli import ExperimentCLI
 from experiments.records import clear_seed_runs, run_experiment, seed_runs
 from experiments.reporting import Claim, claims_markdown, pm, save_figure
@@ -314,6 +315,40 @@ def main(argv=None) -> dict:
                 f"{r['config']['noise_tokens']:.0%} of answer digits corrupted; mean ± std over "
                 "seeds.",
       after=lambda r, args: clear_seed_runs(args.out, r["config"]["seeds"]))
+
+
+# Page text: the generated regions of docs/methods/sstoken.md
+
+
+def _arms_table(record: dict) -> str:
+  runs = record["runs"]
+  final = lambda arm, key: np.array([r[arm][-1][key] for r in runs])  # noqa: E731
+  rows = [["base (before SFT)", P.pm(np.array([r["base"]["em"] for r in runs])),
+           P.pm(np.array([r["base"]["ce"] for r in runs])), "", ""]]
+  rows += [[arm, P.pm(final(arm, "em")), P.pm(final(arm, "ce")),
+            P.pm(final(arm, "train_noise_kept")), P.pm(final(arm, "train_clean_kept"))]
+           for arm in ARMS]
+  return P.table(["arm", "exact match", "response CE", "corrupted tokens kept (last chunk)",
+                  "clean tokens kept"], rows)
+
+
+def _report(record: dict) -> str:
+  cfg = record["config"]
+  return ("\n" + f"{cfg['length']} digits, {cfg['layers']} layers, d = {cfg['d_model']}, "
+          f"{P.thousands(cfg['pretrain_steps'])} pretraining steps, {P.thousands(cfg['sft'])} SFT "
+          f"rows, {P.thousands(cfg['sft_steps'])} SFT steps of {cfg['batch']}, {cfg['seeds']} "
+          f"seeds, {P.seconds(record['wall_time_s'])}; mean ± std over seeds at the last "
+          "evaluation (clean held-out prompts):\n\n" + _arms_table(record) + "\n\n"
+          + P.claims_table(claims(record)) + "\n")
+
+
+def page() -> dict[str, str]:
+  out = P.quick_and_full("sstoken", _report)
+  for name in ("quick_base1000", "quick_layer0"):
+    if (record := P.recorded("sstoken", name)) is not None:
+      out[name] = ("\n" + f"`{record['provenance']['command']}` "
+                   f"({P.seconds(record['wall_time_s'])}):\n\n" + _arms_table(record) + "\n")
+  return out
 
 
 if __name__ == "__main__":

@@ -47,6 +47,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import optax
 
+from experiments import pages as P
 from experiments.cli import ExperimentCLI
 from experiments.records import clear_seed_runs, run_experiment, seed_runs
 from experiments.reporting import Claim, pm, save_figure, table_and_claims
@@ -410,6 +411,34 @@ def main(argv=None) -> dict:
                 f"(D_u: template-A facts of half its entities); {r['config']['unlearn_steps']} "
                 "unlearning steps per arm.",
       after=lambda r, args: clear_seed_runs(args.out, r["config"]["seeds"]))
+
+
+# Page text: the generated regions of docs/methods/tru.md
+
+
+def _report(record: dict) -> str:
+  runs, c = record["runs"], record["config"]
+  pre = np.array([r["pretrain_loss"] for r in runs])
+  ex = runs[0]["arms"]
+  mid = f"tru_a{_middle_alpha(c):g}"
+  examples = "\n".join(f"* {arm}: D_u in B `{ex[arm]['forget_B']['examples'][0] or '(empty)'}`, "
+                       f"held-out `{ex[arm]['heldout_A']['examples'][0] or '(empty)'}`, retain "
+                       f"`{ex[arm]['retain_A']['examples'][0] or '(empty)'}`"
+                       for arm in ("base", "ga", "graddiff", "npo", "idk", mid, "tru_no_ga",
+                                   "tru_no_ascent"))
+  return ("\n" + f"{c['entities']} entities in {c['domains']} domains, {c['relations']} "
+          f"relations, {c['values']} values; model {c['num_layers']} layers d = {c['d_model']} "
+          f"({P.thousands(c['pretrain_steps'])} pretraining steps, final loss {P.pm(pre)}), "
+          f"{c['unlearn_steps']} unlearning steps per arm, "
+          + (f"{c['seeds']} seeds, {P.seconds(record['wall_time_s'])}; mean ± std over seeds:"
+             if c["seeds"] > 1 else f"1 seed, {P.seconds(record['wall_time_s'])}:") + "\n\n"
+          + P.table(TABLE_HEAD, table_rows(record)) + "\n\n"
+          + "Greedy outputs of seed 0 (first question of each set):\n\n" + examples + "\n\n"
+          + P.claims_table(claims(record)) + "\n")
+
+
+def page() -> dict[str, str]:
+  return P.quick_and_full("tru", _report)
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import optax
 
+from experiments import pages as P
 from experiments.cli import ExperimentCLI
 from experiments.records import clear_seed_runs, run_experiment, seed_runs
 from experiments.reporting import Claim, pm, save_digit_grid, save_figure, table_and_claims
@@ -402,6 +403,42 @@ def main(argv=None) -> dict:
 
   return run_experiment(argv, cli(), "ttom", run, plot, _table, _note,
                         after=lambda r, args: clear_seed_runs(args.out, r["config"]["seeds"]))
+
+
+# Page text: the generated regions of docs/methods/ttom.md
+
+
+def _report(record: dict) -> str:
+  c = record["config"]
+  runs = record["runs"]
+  strat = np.sum([r["arms"]["memory"]["strategies"] for r in runs], axis=0)
+  probe = np.array([r["probe"]["iou_opt_steps"] for r in runs])  # (S, L)
+  mid = np.array([r["probe"]["iou"][-1] for r in runs])  # (S, L) at t = T/2
+  return ("\n" + f"DiT width {c['d_model']}, {c['heads']} heads, {c['layers']} layers, "
+          f"{P.thousands(c['train_steps'])} training steps ({c['sample_steps']} DDPM steps, cosine "
+          f"betas capped at {c['max_beta']:g}); LoRA rank {c['rank']}, alpha {c['alpha']:g}, "
+          f"AdamW lr {c['lr']:g}, up to {c['iters']} iterations at each of the first "
+          f"{c['opt_steps']} steps, threshold {c['threshold']:g}; latent-guidance step "
+          f"{c['guidance_step']:g}; {c['prompts']} prompts from {c['types']} layout types "
+          f"(jitter {c['jitter']} patch steps), {c['per_prompt']} samples each; memory of "
+          f"{c['capacity']} entries, load only at similarity >= {c['load_sim']:g}, load + "
+          f"update at >= {c['update_sim']:g}; {c['seeds']} seed{'s' if c['seeds'] > 1 else ''}, "
+          f"{P.seconds(record['wall_time_s'])}; mean ± std over seeds. DiT loss "
+          f"{pm([r['final_loss'] for r in runs])}; yardstick test accuracy "
+          f"{pm([r['yardstick_test_accuracy'] for r in runs])}. Probe (attention-box IoU "
+          f"on noised real scenes; random pixels {CHANCE_IOU:.3f}): per layer "
+          + ", ".join(f"{pm(probe[:, i])}" for i in range(probe.shape[1]))
+          + " at the optimised steps' timesteps, "
+          + ", ".join(f"{pm(mid[:, i])}" for i in range(mid.shape[1]))
+          + f" at t = {runs[0]['probe']['timesteps'][-1]}; LoRA layer(s) "
+          f"{[r['layer'] for r in runs]}. Memory strategies over all prompts: optimise "
+          f"{strat[0]}, load only {strat[1]}, load + update {strat[2]}.\n\n"
+          + P.table(TABLE_HEAD, table_rows(record)) + "\n\n"
+          + P.claims_table(claims(record)) + "\n")
+
+
+def page() -> dict[str, str]:
+  return P.quick_and_full("ttom", _report)
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ import numpy as np
 import optax
 from scipy import stats
 
+from experiments import pages as P
 from experiments.cli import ExperimentCLI
 from experiments.records import clear_seed_runs, run_experiment, seed_runs
 from experiments.reporting import Claim, pm, save_figure, table_and_claims
@@ -327,6 +328,46 @@ def main(argv=None) -> dict:
       argv, cli(), "tvi", run, plot, _table,
       lambda r: f"{r['config']['seeds']} seeds, mean ± std over seeds; held-out digits.",
       after=lambda r, args: clear_seed_runs(args.out, r["config"]["seeds"]))
+
+
+# Page text: the generated regions of docs/methods/tvi.md
+
+
+def _report(record: dict) -> str:
+  c, runs = record["config"], record["runs"]
+  vt = np.array([r["profile_vt"] for r in runs])
+  t = np.array([r["profile_t"] for r in runs])
+  profile = P.table(["layer l", "D_l(VT)", "D_l(T)", "gap"],
+                    [[str(layer), P.pm(vt[:, layer], P.g), P.pm(t[:, layer], P.g),
+                      P.pm(vt[:, layer] - t[:, layer], P.g)] for layer in range(vt.shape[1])])
+  vips = ", ".join(("none" if r["vip"] > r["num_layers"] else str(r["vip"]))
+                   + f" (auto {r['vip_auto']}, tau = {P.g(r['tau_auto'])})" for r in runs)
+  rho = lambda key: P.pm([r["base"][key] for r in runs], lambda x: P.f(x, 3))  # noqa: E731
+  return ("\n" + f"{c['layers']} layers, d = {c['d']}, {(8 // c['patch']) ** 2} image tokens, "
+          f"{P.thousands(c['train_rows'])} training questions ({c['hint_agree']:.0%} hint "
+          f"agreement, {c['blind_share']:.0%} blind), {P.thousands(c['steps'])} steps, then "
+          f"{P.thousands(c['finetune'])} fine-tuning steps per lambda; {c['seeds']} seeds, "
+          f"{P.seconds(record['wall_time_s'])}. Mean ± std over seeds on held-out digits "
+          f"({P.thousands(c['test'])} questions per set):\n\n"
+          + P.table(TABLE_HEAD, table_rows(record)) + "\n\n"
+          + f"Chain-of-embedding profile of the stage-1 model on {P.thousands(c['probe'])} probe "
+          f"questions (share in D_VT: {P.pm([r['vt_share'] for r in runs])}):\n\n" + profile
+          + "\n\n" + f"VIP per seed (tau = {c['tau']}): {vips}. Spearman rho of conflict-set "
+          f"correctness with TVI (layers from the VIP): {rho('rho_after')} (p per seed: "
+          + ", ".join(P.g(r["base"]["p_after"], 2) for r in runs) + "); with the mean distance "
+          f"before the VIP: {rho('rho_before')} (p per seed: "
+          + ", ".join(P.g(r["base"]["p_before"], 2) for r in runs) + ").\n\n"
+          + P.claims_table(claims(record)) + "\n")
+
+
+def page() -> dict[str, str]:
+  noisy = P.recorded("tvi", "full_noisy")
+  return {**P.quick_and_full("tvi", _report),
+          "full_noisy": ("The noisy-image full run (`python -m experiments.tvi --noise 0.5 --out "
+                         "docs/results/tvi/full_noisy`) is not recorded yet." if noisy is None
+                         else "\nNoisy-image full run (`docs/results/tvi/full_noisy/`, pixel "
+                         f"noise std {noisy['config']['noise']}): "
+                         + _report(noisy).lstrip("\n"))}
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import optax
 
+from experiments import pages as P
 from experiments.cli import ExperimentCLI
 from experiments.records import clear_seed_runs, run_experiment, seed_runs
 from experiments.reporting import Claim, pm, save_figure, table_and_claims
@@ -358,6 +359,33 @@ def main(argv=None) -> dict:
                 f"{r['config']['tasks']} held-out tasks per seed; at most "
                 f"{r['config']['max_attempts']} plans per task.",
       after=lambda r, args: clear_seed_runs(args.out, r["config"]["seeds"]))
+
+
+# Page text: the generated regions of docs/methods/virf.md
+
+
+def _report(record: dict) -> str:
+  runs, c = record["runs"], record["config"]
+  unsafe = np.array([r["train_unsafe_share"] for r in runs])
+  flagged = np.array([r["train_flagged_share"] for r in runs])
+  status = {s: np.array([r["first_status"][s] for r in runs])
+            for s in ("SAFE", "WARNING", "UNSAFE", "UNKNOWN")}
+  return ("\n" + f"Planner {c['num_layers']} layers d = {c['d_model']} "
+          f"({P.thousands(c['steps'])} steps), {P.thousands(c['train_plans'])} plan rows and "
+          f"{P.thousands(c['repair_rows'])} unsafe plans in the repair set, "
+          f"{P.thousands(c['tasks'])} held-out tasks, at most {c['max_attempts']} plans per "
+          f"task, " + (f"{c['seeds']} seeds, {P.seconds(record['wall_time_s'])}; mean ± std "
+                       "over seeds:" if c["seeds"] > 1 else
+                       f"1 seed, {P.seconds(record['wall_time_s'])}:") + "\n\n"
+          + P.table(TABLE_HEAD, table_rows(record)) + "\n\n"
+          + f"Training plans unsafe (all 12 rules): {P.pm(unsafe)}; flagged by the tutor (its "
+          f"10 rules): {P.pm(flagged)}. The planner's first plans, as the tutor rates them: "
+          + ", ".join(f"{k} {P.pm(v)}" for k, v in status.items()) + ".\n\n"
+          + P.claims_table(claims(record)) + "\n")
+
+
+def page() -> dict[str, str]:
+  return P.quick_and_full("virf", _report)
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import optax
 
+from experiments import pages as P
 from experiments.cli import ExperimentCLI
 from experiments.records import clear_seed_runs, run_experiment, seed_runs
 from experiments.reporting import Claim, pm, save_figure, table_and_claims
@@ -304,6 +305,31 @@ def main(argv=None) -> dict:
                  f"plans of {r['config']['horizon']} steps; samples at temperature "
                  f"{SAMPLE_TEMPERATURE}, G = {r['config']['group']}."),
       after=lambda r, args: clear_seed_runs(args.out, r["config"]["seeds"]))
+
+
+# Page text: the generated regions of docs/methods/vprl.md
+
+
+def _report(record: dict) -> str:
+  c, runs = record["config"], record["runs"]
+  opt_len = np.array([r["test_optimal_length"] for r in runs])
+  overlap = sum(r["test_overlap"] for r in runs)
+  loss = {a: np.array([r["sft_final_loss"][a] for r in runs]) for a in ("stage1", "vpft")}
+  return ("\n" + f"{c['train_maps']} training and {c['test_maps']} held-out maps, "
+          f"transformer {c['layers']} layers d = {c['d_model']}, {P.thousands(c['sft_steps'])} SFT "
+          f"steps per arm, {c['grpo_iters']} GRPO iterations of {c['prompts']} states x G = "
+          f"{c['group']}, {c['seeds']} seeds, {P.seconds(record['wall_time_s'])}; mean ± std over "
+          f"seeds on the held-out maps (optimal plan length {P.pm(opt_len)}; "
+          f"{overlap} held-out maps equal to a training map):\n\n"
+          + P.table(TABLE_HEAD, table_rows(record)) + "\n\n"
+          + "Final SFT loss per next-image token: stage 1 "
+          f"{P.pm(loss['stage1'], lambda x: P.f(x, 3))}, VPFT "
+          f"{P.pm(loss['vpft'], lambda x: P.f(x, 3))}.\n\n"
+          + P.claims_table(claims(record)) + "\n")
+
+
+def page() -> dict[str, str]:
+  return P.quick_and_full("vprl", _report)
 
 
 if __name__ == "__main__":
