@@ -27,6 +27,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from experiments import methods, protocol
 from experiments.cli import ExperimentCLI
 from experiments.pages import (  # noqa: F401 (moving to the experiments' page())
     RESULTS,
@@ -63,27 +64,56 @@ def doc_files() -> list[str]:
 # The README's own numbers: the run_all report.
 
 
+def _status(method) -> str:
+  return ("ported to the protocol" if method.ported
+          else f"test bed under repair (issue {method.repair_issue})")
+
+
+def methods_table() -> str:
+  """The README's methods table, from the registry (:mod:`experiments.methods`)."""
+  def row(title, page, summary, library, status, citation):
+    link = f"[{title}]({page})" + (f" {summary}" if summary.startswith("(") else
+                                   f": {summary}" if summary else "")
+    return [link, ", ".join(f"`{m}`" for m in library), status, citation]
+
+  rows = [row(m.title or m.name, m.page, m.summary, m.library, _status(m), m.citation)
+          for m in methods.METHODS]
+  rows += [row(c.name, c.page, c.summary, c.library, "shared component", "-")
+           for c in methods.COMPONENTS]
+  return table(["method", "module", "evidence", "paper"], rows)
+
+
 def readme() -> dict[str, str]:
+  """The README's tables: the methods (registry) and the verdicts of every method's primary
+  claim under the protocol, on its committed full record (quick run times from run_all)."""
   report = load("run_all", "quick", "report.json")
-  count = lambda held: (f"{sum(h is True for h in held)} / "  # noqa: E731
-                        f"{sum(h is not None for h in held)}")
-  rows = []
-  for e in report["entries"]:
-    module = e["experiment"]["module"]
-    ratios = len(e.get("ratios") or []) if "bench" in e else None
+  quick = {e["experiment"]["module"]: e for e in report["entries"]}
+  rows, primaries = [], []
+  for m in methods.METHODS:
+    e = quick[m.module]
     wall = e["experiment"]["wall_time_s"] + e.get("bench", {}).get("wall_time_s", 0.0)
-    # the full run's verdicts: the same claims() applied to the committed full record
-    full = "not recorded"
-    if (record := recorded(module, "full")) is not None:
-      rows_full = importlib.import_module(f"experiments.{module}").claims(record)
-      full = count([c.held for c in check_claims(rows_full)])
-    rows.append([e["name"], seconds(wall), count([c["held"] for c in e["claims"]]),
-                 "-" if ratios is None else str(ratios), full])
+    ratios = len(e.get("ratios") or []) if "bench" in e else None
+    record = recorded(m.module, "full")
+    if record is None:
+      primary, tally = "cannot tell (no full run recorded)", "-"
+      primaries.append("cannot tell")
+    else:
+      decisions = protocol.method_decisions(m, record)
+      primary = decisions[0].verdict + (" (under repair)" if not m.ported else "")
+      primaries.append(decisions[0].verdict)
+      tally = " / ".join(str(n) for n in protocol.counts(decisions).values())
+    rows.append([m.name, seconds(wall), primary, tally, "-" if ratios is None else str(ratios)])
+  headline = protocol.counts([protocol.Decision("", "", v, "") for v in primaries])
   return {
       "run_all_minutes": f"{report['wall_time_s'] / 60:.1f}",
       "run_all_seconds": seconds(report["wall_time_s"]),
-      "run_all_table": table(["method", "quick: wall time (with benchmark)", "quick: claims held",
-                              "quick: benchmark ratios", "full run: claims held"], rows),
+      "methods_table": methods_table(),
+      "primary_counts": ", ".join(f"{n} {v}" for v, n in headline.items()),
+      "ported": f"{sum(m.ported for m in methods.METHODS)} of {len(methods.METHODS)}",
+      "run_all_table": table(["method", "quick: wall time (with benchmark)",
+                              "primary claim (full run)",
+                              "full run: held / refuted / inconclusive / cannot tell",
+                              "quick: benchmark ratios"], rows),
   }
 
 

@@ -89,6 +89,10 @@ class Arm:
   def name(self) -> str:
     return self.label or self.path
 
+  def _kept(self, element: Any) -> bool:
+    """Whether an element of the unit list passes the ``where`` filter."""
+    return all(isinstance(element, dict) and element.get(k) == v for k, v in self.where.items())
+
   def _walk(self, node: Any, parts: Sequence[str], stars: tuple, seen: int, out: list) -> None:
     if not parts:
       out.append((stars, node))
@@ -98,8 +102,7 @@ class Arm:
       if not isinstance(node, list):
         raise ValueError(f"arm {self.name!r}: '*' needs a list, got {type(node).__name__}")
       for i, el in enumerate(node):
-        if seen == 0 and any(not isinstance(el, dict) or el.get(k) != v
-                             for k, v in self.where.items()):
+        if seen == 0 and not self._kept(el):
           continue
         self._walk(el, rest, (*stars, (i, el)), seen + 1, out)
       return
@@ -133,8 +136,7 @@ class Arm:
       head, rest = parts[0], parts[1:]
       if head == "*":
         for i, el in enumerate(node):
-          if seen == 0 and any(not isinstance(el, dict) or el.get(k) != v
-                               for k, v in self.where.items()):
+          if seen == 0 and not self._kept(el):
             continue
           if rest:
             walk(el, rest, seen + 1)

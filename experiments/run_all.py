@@ -7,9 +7,10 @@ Each experiment (and its benchmark) runs as ``python -m experiments.<module>`` i
 its own process, so one that fails, runs out of memory or times out is recorded
 in the report and the others still run. Its output goes to ``DIR/<module>/``
 (``results.json``, ``summary.md``, figures, ``log.txt``). Afterwards each
-experiment module's ``claims(result)`` turns its ``results.json`` into report
-rows (the paper's claim, our measurement with its spread over seeds, whether it
-held) and each benchmark module's ``ratios(result)`` gives ours-vs-anchor
+method's verdicts are read from its ``results.json`` through the protocol
+(:func:`experiments.protocol.method_decisions`: the experiment's ``claims(result)``
+where the registry, :mod:`experiments.methods`, marks it ported; "cannot tell: test
+bed under repair" otherwise), and each benchmark module's ``ratios(result)`` gives ours-vs-anchor
 ratios from the same run. ``DIR/REPORT.md`` collects them with the figures, the
 machine and the library versions; ``DIR/report.json`` holds the same data.
 Re-running into the same ``DIR`` reruns everything except matching's finished
@@ -49,75 +50,14 @@ import subprocess
 import sys
 import time
 import traceback
-from typing import NamedTuple
 
 from tqdm.auto import tqdm
 
+from experiments import protocol
 from experiments.cli import ExperimentCLI
-from experiments.reporting import check_claims
+from experiments.methods import METHODS, SCALE_FLAGS, Method
 
-
-class Entry(NamedTuple):
-  """One method: its experiment module, its benchmark and their arguments per scale."""
-
-  name: str  # the method, as the README's methods table names it
-  module: str  # experiments.<module>
-  paper: str
-  bench: str | None = None  # experiments.<bench> (optional)
-  bench_args: dict[str, list[str]] | None = None  # scale -> argv for the benchmark
-
-
-SCALE_FLAGS = {"smoke": ["--smoke"], "quick": ["--quick"], "full": []}
-
-ENTRIES: list[Entry] = [
-    Entry("Quantized Adam and Muon", "quant_optim",
-          "Tang, Li, Zou, arXiv:2510.21314", "bench_quant_optim",
-          {"smoke": ["--smoke"], "quick": ["--quick"], "full": []}),
-    Entry("Incremental metric bipartite matching", "matching_incremental",
-          "OpenReview wnIanx0r0w", "bench_matching",
-          {"smoke": ["--n", "200"], "quick": ["--quick"], "full": []}),
-    Entry("Flow Actor-Critic", "flow_actor_critic", "Chae et al., arXiv:2602.18015",
-          "bench_flow_actor_critic",
-          {"smoke": ["--seeds", "1", "--steps", "20", "--hidden", "16", "--batch-size", "16"],
-           "quick": ["--seeds", "2", "--steps", "100", "--hidden", "64", "64"], "full": []}),
-    Entry("DIPPER", "dipper", "Singh et al., arXiv:2411.00361", "bench_envs",
-          {"smoke": ["--envs", "64", "--steps", "50"], "quick": ["--steps", "300"], "full": []}),
-    Entry("Fractal convergence of GD", "fractal_gd", "Liang & Montufar, arXiv:2509.25351",
-          "bench_fractal_gd",
-          {"smoke": ["--resolution", "32", "--max-steps", "200"],
-           "quick": ["--resolution", "128", "--max-steps", "1000"], "full": []}),
-    Entry("Training re-evaluation curves", "trec", "Bergsma et al., arXiv:2509.25380"),
-    Entry("alpha-DPO for diffusion", "alpha_dpo", "OpenReview wqbnA6PcKr"),
-    Entry("ReCouPLe", "recouple", "Hwang et al., arXiv:2603.04861"),
-    Entry("Test-Time Matching", "ttm", "Zhu et al., arXiv:2510.07632"),
-    Entry("AdaBack", "adaback", "Amani, Lotfi et al., arXiv:2506.18110"),
-    Entry("Expert Divergence Learning", "expert_divergence",
-          "Expert Divergence Learning for MoE-based Language Models, arXiv:2603.00054"),
-    Entry("CoCoMix", "cocomix", "Tack et al., arXiv:2502.08524"),
-    Entry("ssToken", "sstoken", "arXiv:2510.18250"),
-    Entry("SFDD", "sfdd", "arXiv:2601.18902"),
-    Entry("Cascadia", "cascadia", "Jiang et al., arXiv:2506.04203"),
-    Entry("G-NLL", "g_nll", "Aichberger et al., arXiv:2412.15176"),
-    Entry("FreeKV", "freekv", "Liu et al., arXiv:2505.13109", "bench_freekv",
-          {"smoke": ["--smoke"], "quick": ["--quick"], "full": []}),
-    Entry("Planned Diffusion", "planned_diffusion", "arXiv:2510.18087"),
-    Entry("FastFlow", "fastflow", "arXiv:2602.11105"),
-    Entry("DistillKac", "distill_kac", "arXiv:2509.21513"),
-    Entry("Lumos-1", "lumos", "arXiv:2507.08801"),
-    Entry("RedacBench", "redacbench", "arXiv:2603.20208"),
-    Entry("VIRF", "virf", "arXiv:2602.08373"),
-    Entry("ATA", "ata", "OpenReview wwA0X3UfAn"),
-    Entry("TTOM", "ttom", "Qu et al., arXiv:2510.07940"),
-    Entry("TRU", "tru", "arXiv:2603.09980"),
-    Entry("ASGuard", "asguard", "arXiv:2509.25843"),
-    Entry("DL4ND", "dl4nd", "Wang et al., arXiv:2504.02996"),
-    Entry("EgoWorld", "egoworld", "Park, Ye, Kwon, arXiv:2506.17896"),
-    Entry("TVI", "tvi", "Long et al., arXiv:2509.23050"),
-    Entry("CARE", "care", "arXiv:2603.01607"),
-    Entry("LLMs are Greedy Agents", "greedy", "Schmied et al., arXiv:2504.16078"),
-    Entry("SatDreamer360", "satdreamer", "Ze et al., arXiv:2506.00600"),
-    Entry("VPRL", "vprl", "Xu et al., arXiv:2505.11409"),
-]
+ENTRIES: tuple[Method, ...] = METHODS  # what run_all runs, in this order (the registry)
 
 
 def run_module(module: str, argv: list[str], out_dir: str, timeout: float | None) -> dict:
@@ -156,11 +96,25 @@ def _rows(module: str, fn: str, result: dict | None) -> tuple[list[dict], str | 
     return [], "no results.json"
   try:
     rows = getattr(importlib.import_module(f"experiments.{module}"), fn)(result)
-    if fn == "claims":
-      rows = check_claims(rows)
     return [r._asdict() for r in rows], None
   except Exception:  # noqa: BLE001 (a broken report function must not hide the others)
     return [], traceback.format_exc(limit=3)
+
+
+def _decisions(method: Method, result: dict | None) -> tuple[list[dict], str | None]:
+  """The method's verdicts under the protocol (:func:`protocol.method_decisions`) as plain
+  dicts, or the error raised while reading them."""
+  if result is None:
+    return [], "no results.json"
+  try:
+    return [{**d._asdict(), "text": d.text}
+            for d in protocol.method_decisions(method, result)], None
+  except Exception:  # noqa: BLE001 (a broken claims() must not hide the others)
+    return [], traceback.format_exc(limit=3)
+
+
+def _method(module: str) -> Method:
+  return next(e for e in ENTRIES if e.module == module)
 
 
 def _figures(result: dict | None, out: str, out_dir: str,
@@ -193,14 +147,14 @@ def _committed(docs: str | None, module: str, scale: str) -> str | None:
   return None if docs is None else os.path.join(docs, module, scale)
 
 
-def run_entry(entry: Entry, scale: str, out_dir: str, timeout: float | None,
+def run_entry(entry: Method, scale: str, out_dir: str, timeout: float | None,
               docs: str | None = None) -> dict:
   """Runs one method's experiment and benchmark and reads their report rows."""
   out = os.path.join(out_dir, entry.module)
   rec = {"name": entry.name, "paper": entry.paper,
          "experiment": run_module(entry.module, SCALE_FLAGS[scale], out_dir, timeout)}
   result = _load(out) if rec["experiment"]["status"] == "ok" else None
-  rec["claims"], rec["claims_error"] = _rows(entry.module, "claims", result)
+  rec["claims"], rec["claims_error"] = _decisions(entry, result)
   rec["figures"] = (_figures(result, out, out_dir, _committed(docs, entry.module, scale))
                     if result is not None else [])
   if entry.bench:
@@ -218,7 +172,7 @@ def reread(record: dict, out_dir: str, docs: str | None = None, scale: str = "qu
   module = record["experiment"]["module"]
   out = os.path.join(out_dir, module)
   result = _load(out) if record["experiment"]["status"] == "ok" else None
-  record["claims"], record["claims_error"] = _rows(module, "claims", result)
+  record["claims"], record["claims_error"] = _decisions(_method(module), result)
   record["figures"] = (_figures(result, out, out_dir, _committed(docs, module, scale))
                        if result is not None else [])
   if "bench" in record:
@@ -243,25 +197,24 @@ def machine_info() -> dict:
   return info
 
 
-def _held(value: bool | None) -> str:
-  return {True: "yes", False: "**no**", None: "n/a"}[value]
-
-
 def _cell(text: object) -> str:
   """Text safe inside a markdown table cell."""
   return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def _verdict(record: dict) -> str:
-  """``held / tested`` for the summary table, untestable claims counted apart."""
+def _primary(record: dict) -> str:
+  """The primary claim's verdict (the first row), for the summary table."""
   if record["claims_error"] and record["experiment"]["status"] == "ok":
     return "claims error"
-  held = [c["held"] for c in record["claims"]]
-  if not held:
+  return record["claims"][0]["verdict"] if record["claims"] else "-"
+
+
+def _counts(record: dict) -> str:
+  """``held / refuted / inconclusive / cannot tell`` counts over every claim."""
+  if not record["claims"]:
     return "-"
-  text = f"{sum(h is True for h in held)} / {sum(h is not None for h in held)}"
-  untested = sum(h is None for h in held)
-  return text + (f" ({untested} n/a)" if untested else "")
+  return " / ".join(str(sum(c["verdict"] == v for c in record["claims"]))
+                    for v in protocol.VERDICTS)
 
 
 def _bench_summary(record: dict) -> str:
@@ -287,12 +240,14 @@ def format_report(report: dict) -> str:
              f"{', '.join(u['modules'])} re-run." for u in report.get("updates", [])],
            *([""] if report.get("updates") else []),
            "Machine: " + ", ".join(f"{k} {v}" for k, v in m.items()), "",
-           "| method | experiment | wall time | claims held | benchmark |",
-           "|---|---|---|---|---|"]
+           "Verdicts follow the protocol (`experiments/protocol.py`); claims: held / refuted / "
+           "inconclusive / cannot tell.", "",
+           "| method | experiment | wall time | primary claim | claims | benchmark |",
+           "|---|---|---|---|---|---|"]
   for r in report["entries"]:
     exp = r["experiment"]
     lines.append(f"| {r['name']} | {exp['status']} | {exp['wall_time_s']:.0f} s | "
-                 f"{_verdict(r)} | {_cell(_bench_summary(r))} |")
+                 f"{_primary(r)} | {_counts(r)} | {_cell(_bench_summary(r))} |")
   for r in report["entries"]:
     exp = r["experiment"]
     lines += ["", f"## {r['name']}", "", f"{r['paper']}. `python -m {exp['command']}` "
@@ -300,9 +255,9 @@ def format_report(report: dict) -> str:
     if exp["status"] != "ok":
       lines += ["```", exp.get("error_tail", "").strip()[-1500:], "```", ""]
     if r["claims"]:
-      lines += ["| claim | measured | held |", "|---|---|---|"]
-      lines += [f"| {_cell(c['claim'])} | {_cell(c['measured'])} | {_held(c['held'])} |"
-                for c in r["claims"]]
+      lines += ["| claim | measured | verdict |", "|---|---|---|"]
+      lines += [f"| {_cell(c['claim'])}{' (primary)' if c['primary'] else ''} | "
+                f"{_cell(c['measured'])} | {_cell(c['text'])} |" for c in r["claims"]]
       lines.append("")
     elif r["claims_error"] and exp["status"] == "ok":
       lines += ["Claims could not be read:", "```", r["claims_error"].strip(), "```", ""]

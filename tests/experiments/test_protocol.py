@@ -83,6 +83,8 @@ def test_controls_guards_and_units_give_cannot_tell():
   assert d.verdict == "cannot tell" and "negative control failed: shuffled" in d.reason
   ceiling = record(np.ones(5), np.full(5, 0.97), np.ones(5), np.full(5, 0.97))
   assert "at the ceiling" in P.decide([SPEC], ceiling)[0].reason
+  floor = record(np.full(5, 0.3), np.full(5, 0.12), np.full(5, 0.5), np.full(5, 0.12))
+  assert "at the floor" in P.decide([SPEC], floor)[0].reason  # within distance 0.05 of 0.1
   three = record(before[:3] + gain[:3], before[:3], before[:3] + .3, before[:3])
   d = P.decide([SPEC], three)[0]
   assert d.verdict == "cannot tell" and d.reason.startswith("underpowered (3 seeds < 5")

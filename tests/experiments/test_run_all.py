@@ -16,7 +16,8 @@ def _table(text: str) -> dict[str, list[str]]:
 
 
 def test_run_all_smoke_reports_each_experiment_and_survives_a_failure(tmp_path, monkeypatch):
-  broken = run_all.Entry("Broken method", "does_not_exist", "nowhere")
+  broken = run_all.Method("Broken method", "does_not_exist", "nowhere", "nowhere", (),
+                          repair_issue=41)
   monkeypatch.setattr(run_all, "ENTRIES", [broken, *run_all.ENTRIES])
   # a failing entry first, then one that runs (the smoke runs themselves are the notebooks')
   report = run_all.main(["--smoke", "--only", "does_not_exist", "fractal_gd",
@@ -26,16 +27,18 @@ def test_run_all_smoke_reports_each_experiment_and_survives_a_failure(tmp_path, 
   assert list(table) == ["Broken method", "Fractal convergence of GD"]
   assert table["Broken method"][0].startswith("failed")
   for record in report["entries"][1:]:
-    status, wall, held, _ = table[record["name"]]
+    status, wall, primary, counts, _ = table[record["name"]]
     assert status == "ok" and wall.endswith(" s")
-    verdicts = [c["held"] for c in record["claims"]]  # computed from the results.json
-    assert any(v is not None for v in verdicts)
-    passed, tested = sum(v is True for v in verdicts), sum(v is not None for v in verdicts)
-    assert held.startswith(f"{passed} / {tested}")
+    # read from the results.json through the protocol: an unported method cannot tell
+    verdicts = [c["verdict"] for c in record["claims"]]
+    assert verdicts and record["claims"][0]["primary"] and primary == verdicts[0]
+    assert counts == " / ".join(str(verdicts.count(v)) for v in
+                                ("held", "refuted", "inconclusive", "cannot tell"))
+    assert all("test bed under repair" in c["reason"] for c in record["claims"])
   assert "No module named experiments.does_not_exist" in text  # its log tail
   fractal = next(r for r in report["entries"] if r["experiment"]["module"] == "fractal_gd")
   assert fractal["bench"]["status"] == "ok" and fractal["ratios"]  # benchmark ratios read
-  assert table["Fractal convergence of GD"][3] == f"{len(fractal['ratios'])} ratios"
+  assert table["Fractal convergence of GD"][4] == f"{len(fractal['ratios'])} ratios"
   assert all(x["ratio"] > 0 for x in fractal["ratios"])
   assert any(f.endswith(".png") for f in fractal["figures"])
   assert json.loads((tmp_path / "report.json").read_text())["scale"] == "smoke"
@@ -48,17 +51,22 @@ def test_format_report_marks_verdicts_and_failures():
                 {"name": "A", "paper": "p", "figures": ["a/x.png"], "claims_error": None,
                  "experiment": {"command": "experiments.a --quick", "status": "ok",
                                 "wall_time_s": 5.0, "log": "a/log.txt"},
-                 "claims": [{"claim": "x | y", "measured": "1 ± 0", "held": True},
-                            {"claim": "z", "measured": "2", "held": False},
-                            {"claim": "w", "measured": "-", "held": None}]},
+                 "claims": [
+                     {"claim": "x | y", "measured": "1 ± 0", "verdict": "held", "primary": True,
+                      "text": "held (L > 0 and U ≥ δ)"},
+                     {"claim": "z", "measured": "2", "verdict": "refuted", "primary": False,
+                      "text": "refuted (reversed)"},
+                     {"claim": "w", "measured": "-", "verdict": "cannot tell", "primary": False,
+                      "text": "cannot tell (positive control failed: oracle)"}]},
                 {"name": "B", "paper": "q", "figures": [], "claims": [], "claims_error": None,
                  "experiment": {"command": "experiments.b", "status": "timed out after 9 s",
                                 "wall_time_s": 9.0, "log": "b/log.txt", "error_tail": "boom"}}]}
   text = run_all.format_report(report)
   table = _table(text)
-  assert table["A"][:3] == ["ok", "5 s", "1 / 2 (1 n/a)"]
-  assert table["B"][:3] == ["timed out after 9 s", "9 s", "-"]
-  assert "x \\| y" in text and "**no**" in text and "![x.png](a/x.png)" in text
+  assert table["A"][:4] == ["ok", "5 s", "held", "1 / 1 / 0 / 1"]
+  assert table["B"][:4] == ["timed out after 9 s", "9 s", "-", "-"]
+  assert "x \\| y (primary)" in text and "refuted (reversed)" in text
+  assert "cannot tell (positive control failed: oracle)" in text and "![x.png](a/x.png)" in text
   assert "boom" in text
 
 
