@@ -52,7 +52,9 @@ def provenance(module: str, argv: list[str] | None = None, out: str | None = Non
     argv: the arguments the experiment parsed (``None``: ``sys.argv[1:]``, as
       ``python -m`` passes them).
     out: the run's output folder. Its own files do not make the tree dirty (a run that
-      re-records a committed result changes them before it writes ``results.json``).
+      re-records a committed result changes them before it writes ``results.json``), nor do
+      the committed records under ``docs/results/`` (outputs, not code: ``run_all --update``
+      re-records several methods in turn, and each must not count the ones before it).
 
   Returns:
     ``{"git_commit", "git_dirty", "versions", "backend", "device", "command"}``;
@@ -68,11 +70,11 @@ def provenance(module: str, argv: list[str] | None = None, out: str | None = Non
     except importlib.metadata.PackageNotFoundError:
       versions[pkg] = None
   devices = jax.devices()
-  skip = []
+  skip = ["--", ".", ":(exclude)docs/results"]
   if out is not None:
     rel = os.path.relpath(os.path.abspath(out), _ROOT)
     if rel != "." and not rel.startswith(os.pardir):
-      skip = ["--", ".", f":(exclude){rel}"]
+      skip.append(f":(exclude){rel}")
   status = _git("status", "--porcelain", "--untracked-files=no", *skip)
   return {"git_commit": _git("rev-parse", "HEAD"),
           "git_dirty": None if status is None else bool(status),

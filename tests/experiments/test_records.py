@@ -48,6 +48,9 @@ def test_provenance_is_dirty_for_code_changes_not_for_the_runs_own_output(tmp_pa
   out = tmp_path / "docs" / "results" / "m"
   out.mkdir(parents=True)
   (out / "results.json").write_text("{}")
+  elsewhere = tmp_path / "elsewhere"
+  elsewhere.mkdir()
+  (elsewhere / "results.json").write_text("{}")
   (tmp_path / "code.py").write_text("x = 1\n")
   git("init", "-q")
   git("add", ".")
@@ -55,7 +58,12 @@ def test_provenance_is_dirty_for_code_changes_not_for_the_runs_own_output(tmp_pa
   monkeypatch.setattr(records, "_ROOT", str(tmp_path))
   (out / "results.json").write_text('{"new": 1}')  # a re-recorded result
   assert records.provenance("m", [], str(out))["git_dirty"] is False
-  assert records.provenance("m", [])["git_dirty"] is True
+  # another method's committed record, re-recorded earlier in the same run_all --update
+  assert records.provenance("other", [], str(elsewhere))["git_dirty"] is False
+  (elsewhere / "results.json").write_text('{"new": 1}')  # a run's output outside docs/results
+  assert records.provenance("m", [], str(out))["git_dirty"] is True
+  assert records.provenance("m", [], str(elsewhere))["git_dirty"] is False
+  (elsewhere / "results.json").write_text("{}")
   (tmp_path / "code.py").write_text("x = 2\n")  # a change to the code
   assert records.provenance("m", [], str(out))["git_dirty"] is True
 
