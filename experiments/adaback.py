@@ -248,7 +248,7 @@ def _report(record: dict) -> str:
           f"{cfg['prompts_per_step']} x {cfg['group_size']} completions, {cfg['seeds']} seeds, "
           f"{P.seconds(record['wall_time_s'])}; mean ± std over seeds at the last evaluation:\n\n"
           + P.table(["arm", "test full-valid rate", "test reward"], rows) + "\n\n"
-          + P.claims_table(claims(record)) + "\n")
+          + P.claims_table("adaback", record) + "\n")
 
 
 def page() -> dict[str, str]:

@@ -472,7 +472,7 @@ def _report(record: dict) -> str:
           f"always-refused training requests); Spearman correlation of head IG with "
           f"activation patching {P.f(a['spearman_ig_patching'])}.\n\n"
           + "Greedy outputs of seed 0 (held-out past-tense harmful, past-tense near-neighbour):"
-          + "\n\n" + examples + "\n\n" + P.claims_table(claims(record)) + "\n")
+          + "\n\n" + examples + "\n\n" + P.claims_table("asguard", record) + "\n")
 
 
 def page() -> dict[str, str]:

@@ -277,7 +277,7 @@ def _report(record: dict) -> str:
           + P.table(["m", "alpha", "exact match"], sweep_rows(record, "alpha_sweep"))
           + "\n\n"
           + P.table(["m", "k", "exact match"], sweep_rows(record, "head_sweep")) + "\n\n"
-          + P.claims_table(claims(record)) + "\n")
+          + P.claims_table("ata", record) + "\n")
 
 
 def page() -> dict[str, str]:

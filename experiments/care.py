@@ -542,7 +542,7 @@ def _report(record: dict) -> str:
           f"{P.pm(ys_acc)}).\n\n"
           + "REINFORCE set prediction (argmax decoding on held-out canvases):\n\n"
           + P.table(RL_HEAD, rl_rows(record)) + "\n\n"
-          + P.claims_table(claims(record)) + "\n")
+          + P.claims_table("care", record) + "\n")
 
 
 def page() -> dict[str, str]:

@@ -458,7 +458,7 @@ def _report(record: dict) -> str:
           + "; ".join(f"{a} " + ", ".join(P.pm([r["arms"][a]["workload"][i] for r in runs], f3)
                                           for i in range(len(c["hidden"])))
                       for a in ("cascadia", "routing")) + ".\n\n"
-          + P.claims_table(claims(record)) + "\n")
+          + P.claims_table("cascadia", record) + "\n")
 
 
 def page() -> dict[str, str]:

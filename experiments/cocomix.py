@@ -56,7 +56,7 @@ from tqdm.auto import tqdm
 from experiments import pages as P
 from experiments.cli import ExperimentCLI
 from experiments.records import run_experiment
-from experiments.reporting import Claim, check_claims, pm, save_figure
+from experiments.reporting import Claim, pm, save_figure
 from jaxlab.data import lm_tasks as lt
 from jaxlab.lm import cocomix as cm
 from jaxlab.models import transformer as tfm
@@ -418,11 +418,8 @@ def _tables(result: dict) -> str:
   rows = [[a["name"], P.pm(result["final"][a["name"]]["ce"], fmt),
            P.pm(_paired(result, a["name"]), lambda v: P.signed(v, 4), fmt),
            f"{result['final'][a['name']]['flops_per_step']:.3g}"] for a in result["arms"]]
-  verdict = {True: "yes", False: "no", None: "n/a"}
   return (P.table(["arm", "held-out CE", "ΔCE vs NTP (paired)", "training FLOPs / step"], rows)
-          + "\n\n" + P.table(["paper's claim", "measured", "held?"],
-                            [[c.claim, c.measured, verdict[c.held]]
-                             for c in check_claims(claims(result))]))
+          + "\n\n" + P.claims_table("cocomix", result))
 
 
 def _teacher(result: dict) -> str:

@@ -373,7 +373,7 @@ def _report(record: dict) -> str:
           f"{P.g(1e3 * tm['kac_simulation'])} ms against {P.g(1e3 * tm['train_step'])} ms for a "
           f"whole training step ({100 * tm['kac_simulation'] / tm['train_step']:.0f}%).\n\n"
           + P.table(TABLE_HEAD, table_rows(record)) + "\n\n"
-          + P.claims_table(claims(record)) + "\n")
+          + P.claims_table("distill_kac", record) + "\n")
 
 
 def page() -> dict[str, str]:

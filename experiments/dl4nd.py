@@ -316,7 +316,7 @@ def _report(record: dict) -> str:
           + P.table(TABLE_HEAD, table_rows(record)) + "\n\n"
           + "The GMM split and the diagnostics:\n\n"
           + P.table(SPLIT_HEAD, split_rows(record)) + "\n\n"
-          + P.claims_table(claims(record)) + "\n")
+          + P.claims_table("dl4nd", record) + "\n")
 
 
 def page() -> dict[str, str]:

@@ -349,7 +349,7 @@ def _report(record: dict) -> str:
           + f"One reprojection (depth scale, Umeyama, back-projection and z-buffered splat of "
           f"{P.thousands(c['size'] ** 2)} points, vmapped over the grid) costs "
           f"{P.pm(ms, lambda x: P.f(x, 2))} ms on the run's CPU.\n\n"
-          + P.claims_table(claims(record)) + "\n")
+          + P.claims_table("egoworld", record) + "\n")
 
 
 def page() -> dict[str, str]:

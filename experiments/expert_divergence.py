@@ -51,7 +51,7 @@ from tqdm.auto import tqdm
 from experiments import pages as P
 from experiments.cli import ExperimentCLI
 from experiments.records import run_experiment
-from experiments.reporting import Claim, check_claims, pm, save_figure
+from experiments.reporting import Claim, pm, save_figure
 from jaxlab.data import lm_tasks as lt
 from jaxlab.lm import expert_divergence as ed
 from jaxlab.models import transformer as tfm
@@ -378,13 +378,6 @@ def _arms_table(result: dict) -> str:
                   "domain-expert MI (top-k)", "MI (soft)", "load entropy"], rows)
 
 
-def _claims_table(result: dict) -> str:
-  verdict = {True: "yes", False: "no", None: "n/a"}
-  return P.table(["paper's claim", "measured", "held?"],
-                 [[c.claim, c.measured, verdict[c.held]]
-                  for c in check_claims(claims(result))])
-
-
 def page() -> dict[str, str]:
   quick = P.load("expert_divergence", "quick")
   qc = quick["config"]
@@ -395,7 +388,7 @@ def page() -> dict[str, str]:
                      f"top-{qc['top_k']}, {qc['domains']} domains over {qc['vocab']} symbols",
       "quick_wall": P.seconds(quick["wall_time_s"]),
       "quick_table": _arms_table(quick),
-      "quick_claims": _claims_table(quick),
+      "quick_claims": P.claims_table("expert_divergence", quick),
       "quick_floor": P.f(np.mean(quick["entropy_rate"]), 3),
       "quick_log_experts": P.f(quick["log_experts"], 3),
       "quick_load": P.span([np.mean(quick["final"][a["name"]]["load_entropy"])
@@ -405,7 +398,7 @@ def page() -> dict[str, str]:
     out["full"] = (f"Full run (`docs/results/expert_divergence/full/`, "
                    f"{full['config']['seeds']} seeds, {P.thousands(full['config']['steps'])} "
                    f"steps, {P.seconds(full['wall_time_s'])}):\n\n" + _arms_table(full)
-                   + "\n\n" + _claims_table(full))
+                   + "\n\n" + P.claims_table("expert_divergence", full))
   else:
     out["full"] = P.not_recorded("expert_divergence")
   return out

@@ -379,7 +379,7 @@ def _report(record: dict) -> str:
           f"{c['eval_episodes']} evaluation episodes; {spread}. The frequency share and "
           f"entropy are read after {c['max_repeats']} repeats of one arm:\n\n"
           + P.table(TABLE_HEAD, table_rows(record)) + "\n\n"
-          + P.claims_table(claims(record)) + "\n")
+          + P.claims_table("greedy", record) + "\n")
 
 
 def page() -> dict[str, str]:

@@ -371,7 +371,7 @@ def _report(record: dict) -> str:
           f"seed{'s' if c['seeds'] > 1 else ''}, {P.seconds(record['wall_time_s'])}; mean ± std "
           "over seeds.\n\n"
           + P.table(TABLE_HEAD, table_rows(record)) + "\n\n"
-          + P.claims_table(claims(record)) + "\n")
+          + P.claims_table("lumos", record) + "\n")
 
 
 def page() -> dict[str, str]:

@@ -22,8 +22,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from experiments.reporting import claims_markdown
-from experiments.reporting import markdown_table as table  # noqa: F401 (pages use it)
+from experiments import methods, protocol
+from experiments.reporting import markdown_table as table
 from experiments.reporting import sample_std as std  # the house spread (jaxlab.core.stats)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -43,9 +43,18 @@ def not_recorded(module: str) -> str:
   return f"The full run (`python -m experiments.{module}`) is not recorded yet."
 
 
-def claims_table(rows) -> str:
-  """A ``claims()`` list as a markdown table: claim, measured, held (a miss in bold)."""
-  return claims_markdown(rows, {True: "yes", False: "**no**", None: "n/a"})
+def claims_table(module: str, record: dict) -> str:
+  """The method's verdicts on ``record`` under the protocol
+  (:func:`experiments.protocol.method_decisions`) as a markdown table: claim (the primary one
+  marked), measured, verdict with its reason."""
+  decisions = protocol.method_decisions(methods.by_module(module), record)
+  return table(["claim", "measured", "verdict"],
+               [[_cell(d.claim + (" (primary)" if d.primary else "")), _cell(d.measured),
+                 _cell(d.text)] for d in decisions])
+
+
+def _cell(text: str) -> str:
+  return text.replace("|", "\\|").replace("\n", " ")
 
 
 def quick_and_full(module: str, report) -> dict[str, str]:
@@ -58,13 +67,24 @@ def quick_and_full(module: str, report) -> dict[str, str]:
                        + report(full).lstrip("\n")}
 
 
+LOADED: dict[str, dict] = {}  # every record the pages read: path -> its provenance
+
+
 def load(*parts: str) -> dict:
-  """``docs/results/<parts...>`` (``results.json`` appended to a folder)."""
+  """``docs/results/<parts...>`` (``results.json`` appended to a folder); remembers the
+  record's provenance in :data:`LOADED` (``experiments.docs --check`` refuses dirty ones)."""
   path = os.path.join(RESULTS, *parts)
   if not path.endswith(".json"):
     path = os.path.join(path, "results.json")
   with open(path) as f:
-    return json.load(f)
+    record = json.load(f)
+  LOADED[os.path.relpath(path, ROOT)] = record.get("provenance") or {}
+  return record
+
+
+def dirty_records() -> list[str]:
+  """The records read so far that were made from a dirty tree (they decide nothing)."""
+  return sorted(p for p, prov in LOADED.items() if prov.get("git_dirty") is True)
 
 
 # ---------------------------------------------------------------------------

@@ -352,7 +352,7 @@ def _report(record: dict) -> str:
           + P.table(TABLE_HEAD, table_rows(record)) + "\n\n"
           + "Exact match per number of spans:\n\n"
           + P.table(per_k_head(record), per_k_rows(record)) + "\n\n"
-          + P.claims_table(claims(record)) + "\n")
+          + P.claims_table("planned_diffusion", record) + "\n")
 
 
 def page() -> dict[str, str]:

@@ -265,7 +265,7 @@ def _report(record: dict) -> str:
           + P.table(TABLE_HEAD, table_rows(record)) + "\n\n"
           + f"The rewriter's single pass equals its target (the oracle step) on {P.pm(exact)} "
           "of the held-out texts. One held-out text (seed 0) and what each redactor left:\n\n"
-          + example + "\n\n" + P.claims_table(claims(record)) + "\n")
+          + example + "\n\n" + P.claims_table("redacbench", record) + "\n")
 
 
 def page() -> dict[str, str]:

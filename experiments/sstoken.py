@@ -339,7 +339,7 @@ def _report(record: dict) -> str:
           f"rows, {P.thousands(cfg['sft_steps'])} SFT steps of {cfg['batch']}, {cfg['seeds']} "
           f"seeds, {P.seconds(record['wall_time_s'])}; mean ± std over seeds at the last "
           "evaluation (clean held-out prompts):\n\n" + _arms_table(record) + "\n\n"
-          + P.claims_table(claims(record)) + "\n")
+          + P.claims_table("sstoken", record) + "\n")
 
 
 def page() -> dict[str, str]:

@@ -434,7 +434,7 @@ def _report(record: dict) -> str:
              if c["seeds"] > 1 else f"1 seed, {P.seconds(record['wall_time_s'])}:") + "\n\n"
           + P.table(TABLE_HEAD, table_rows(record)) + "\n\n"
           + "Greedy outputs of seed 0 (first question of each set):\n\n" + examples + "\n\n"
-          + P.claims_table(claims(record)) + "\n")
+          + P.claims_table("tru", record) + "\n")
 
 
 def page() -> dict[str, str]:

@@ -434,7 +434,7 @@ def _report(record: dict) -> str:
           f"{[r['layer'] for r in runs]}. Memory strategies over all prompts: optimise "
           f"{strat[0]}, load only {strat[1]}, load + update {strat[2]}.\n\n"
           + P.table(TABLE_HEAD, table_rows(record)) + "\n\n"
-          + P.claims_table(claims(record)) + "\n")
+          + P.claims_table("ttom", record) + "\n")
 
 
 def page() -> dict[str, str]:

@@ -357,7 +357,7 @@ def _report(record: dict) -> str:
           + ", ".join(P.g(r["base"]["p_after"], 2) for r in runs) + "); with the mean distance "
           f"before the VIP: {rho('rho_before')} (p per seed: "
           + ", ".join(P.g(r["base"]["p_before"], 2) for r in runs) + ").\n\n"
-          + P.claims_table(claims(record)) + "\n")
+          + P.claims_table("tvi", record) + "\n")
 
 
 def page() -> dict[str, str]:

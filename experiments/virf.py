@@ -381,7 +381,7 @@ def _report(record: dict) -> str:
           + f"Training plans unsafe (all 12 rules): {P.pm(unsafe)}; flagged by the tutor (its "
           f"10 rules): {P.pm(flagged)}. The planner's first plans, as the tutor rates them: "
           + ", ".join(f"{k} {P.pm(v)}" for k, v in status.items()) + ".\n\n"
-          + P.claims_table(claims(record)) + "\n")
+          + P.claims_table("virf", record) + "\n")
 
 
 def page() -> dict[str, str]:

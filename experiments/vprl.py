@@ -325,7 +325,7 @@ def _report(record: dict) -> str:
           + "Final SFT loss per next-image token: stage 1 "
           f"{P.pm(loss['stage1'], lambda x: P.f(x, 3))}, VPFT "
           f"{P.pm(loss['vpft'], lambda x: P.f(x, 3))}.\n\n"
-          + P.claims_table(claims(record)) + "\n")
+          + P.claims_table("vprl", record) + "\n")
 
 
 def page() -> dict[str, str]:
