@@ -29,6 +29,7 @@ import optax
 from flax import nnx
 
 from experiments.cli import ExperimentCLI
+from experiments.pages import f, load, span, table, thousands
 from experiments.records import machine, write_results
 from experiments.reporting import Ratio
 from experiments.timing import time_interleaved
@@ -186,6 +187,33 @@ def main(argv=None) -> dict:
                 f"cached and recomputed greedy decoding give the same tokens: {same}.",
                 argv=argv)
   return result
+
+
+# ---------------------------------------------------------------------------
+# Page text: the generated regions of docs/methods/lm_toolkit.md
+
+
+def page() -> dict[str, str]:
+  """``{name: text}`` for the ``<!-- gen:lm_toolkit.<name> -->`` regions of
+  ``docs/methods/lm_toolkit.md``, from the committed records."""
+  bench = load("lm_toolkit", "bench")
+  tr, de = bench["train"], bench["decode"]
+  m = bench["machine"]
+  rows = [[f"training step ({tr['shape']})", f"{thousands(tr['ours_tokens_per_s'])} tokens/s",
+           f"{thousands(tr['plain_tokens_per_s'])} tokens/s (plain nnx)",
+           f"{f(tr['ratio_median'], 3)} ({span(tr['ratio_range'], lambda v: f(v, 3))})"],
+          [f"greedy decoding of {de['new_tokens']} tokens to {de['context']} (batch "
+           f"{de['batch']})", f"{f(float(np.median(de['cache_s'])), 3)} s (KV cache)",
+           f"{f(float(np.median(de['recompute_s'])), 3)} s (recompute prefix)",
+           f"{f(de['ratio_median'], 3)} ({span(de['ratio_range'], lambda v: f(v, 3))}); "
+           f"cache {f(1 / de['ratio_median'], 1)}x faster"]]
+  cfg = bench["config"]
+  return {"bench_table": "\n" + table(["timing", "ours", "anchor",
+                                       "ours / anchor: median (min-max)"], rows)
+          + f"\n\n{cfg['repeats']} interleaved rounds of {cfg['inner']} calls after "
+            f"compiling, backend {m['backend']}; the cached "
+            f"and recomputed decodings gave the same tokens: {de['same_tokens']}. Record: "
+            "`docs/results/lm_toolkit/bench/`.\n"}
 
 
 if __name__ == "__main__":

@@ -31,8 +31,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 from tqdm.auto import tqdm
 
+from experiments import pages  # pages.pm: the docs' spread (pm here is the summary table's)
 from experiments.cli import ExperimentCLI
-from experiments.records import machine, write_results
+from experiments.pages import f, g, load, minmax, pct, seconds, table, thousands
+from experiments.records import run_experiment
 from experiments.reporting import Claim, pm, sample_std
 from jaxlab import envs
 from jaxlab.rl.agents import registry
@@ -214,29 +216,82 @@ def cli() -> ExperimentCLI:
 
 
 def main(argv=None) -> dict:
-  args, scale, cfg = cli().parse(argv)
-  os.makedirs(args.out, exist_ok=True)
-  start = time.time()
-  tasks = [("multigoal_point", envs.make_dataset(jax.random.key(1234), cfg["episodes"]), True)]
-  if args.ogbench_dataset:
-    from jaxlab.rl.ogbench_data import load_dataset
-    tasks.append(("ogbench_pointmaze", load_dataset(args.ogbench_dataset), False))
-  runs = []
-  jobs = [(t, a) for t in tasks for a in args.arms]
-  for (task, data, evaluate), arm in tqdm(jobs, desc="flow_actor_critic", unit="arm"):
-    ckpt = (os.path.join(os.path.abspath(args.checkpoint_dir), task, arm)
-            if args.checkpoint_dir else None)
-    run = run_arm(arm, cfg, data, evaluate, ckpt)
-    run["task"] = task
-    runs.append(run)
-  table = format_table(runs)
-  result = {"scale": scale, "config": cfg, "runs": runs, "wall_time_s": time.time() - start,
-            "dataset_sizes": {t: len(d["rewards"]) for t, d, _ in tasks},
-            "machine": machine()}
-  result["figures"] = plot(runs, args.out)
-  write_results(args.out, "flow_actor_critic", result, table,
-                "Final chunk, mean ± std over seeds.", argv=argv)
-  return result
+  def run(cfg, args):
+    tasks = [("multigoal_point", envs.make_dataset(jax.random.key(1234), cfg["episodes"]), True)]
+    if args.ogbench_dataset:
+      from jaxlab.rl.ogbench_data import load_dataset
+      tasks.append(("ogbench_pointmaze", load_dataset(args.ogbench_dataset), False))
+    runs = []
+    jobs = [(t, a) for t in tasks for a in args.arms]
+    for (task, data, evaluate), arm in tqdm(jobs, desc="flow_actor_critic", unit="arm"):
+      ckpt = (os.path.join(os.path.abspath(args.checkpoint_dir), task, arm)
+              if args.checkpoint_dir else None)
+      record = run_arm(arm, cfg, data, evaluate, ckpt)
+      record["task"] = task
+      runs.append(record)
+    return {"runs": runs, "dataset_sizes": {t: len(d["rewards"]) for t, d, _ in tasks}}
+
+  return run_experiment(argv, cli(), "flow_actor_critic", run,
+                        lambda r, out: plot(r["runs"], out), lambda r: format_table(r["runs"]),
+                        lambda r: "Final chunk, mean ± std over seeds.")
+
+
+# ---------------------------------------------------------------------------
+# Page text: the generated regions of docs/methods/flow_actor_critic.md
+
+
+def _g3pm(per_seed) -> str:
+  """``mean ± sample std``, 3 and 2 significant digits."""
+  return pages.pm(per_seed, g, lambda x: g(x, 2))
+
+
+def page() -> dict[str, str]:
+  """``{name: text}`` for the ``<!-- gen:flow_actor_critic.<name> -->`` regions of
+  ``docs/methods/flow_actor_critic.md``, from the committed records."""
+  full, og = load("flow_actor_critic", "full"), load("flow_actor_critic", "ogbench")
+  benches = [load("flow_actor_critic", "bench"),
+             load("run_all", "quick", "bench_flow_actor_critic")]
+  arms = {r["arm"]: r["final"] for r in full["runs"]}
+  cols = ("critic/q_pi_mean", "critic/q_pi_max", "critic/q_pi_pos_frac", "penalty/w_mean",
+          "eval/success", "eval/return")
+  rows = [[arm] + [_g3pm(fin[c]["per_seed"]) if c in fin else "" for c in cols]
+          for arm, fin in arms.items()]
+  seeds = lambda arm, key: np.asarray(arms[arm][key]["per_seed"])  # noqa: E731
+  ogarms = {r["arm"]: r["final"] for r in og["runs"]}
+  b, q = benches
+  return {
+      "seeds": str(full["config"]["seeds"]),
+      "wall": seconds(full["wall_time_s"]),
+      "transitions": thousands(sum(full["dataset_sizes"].values())),
+      "table": table(["arm", "Q(s,pi) mean", "Q(s,pi) max", "frac Q > 0", "mean w", "success",
+                      "return"], rows),
+      "no_penalty_q": f"{seeds('no_penalty', 'critic/q_pi_mean').mean():.0f}",
+      "no_penalty_return": f"{seeds('no_penalty', 'eval/return').mean():.0f}",
+      "penalty_only_success": minmax(seeds("penalty_only", "eval/success")),
+      "fac_success": f(seeds("fac", "eval/success").mean()),
+      "fql_success": f(seeds("fql", "eval/success").mean()),
+      "bench_setup": f"{b['seeds']} seeds x {thousands(b['steps'])} steps",
+      "bench_scan": f"{b['scan_seed_steps_per_s']:.0f}",
+      "bench_loop": f"{b['loop_seed_steps_per_s']:.0f}",
+      "bench_ratio": f"{b['ratio']:.2f}",
+      "quick_scan": f"{q['scan_seed_steps_per_s']:.0f}",
+      "quick_loop": f"{q['loop_seed_steps_per_s']:.0f}",
+      "quick_ratio": f"{q['ratio']:.2f}",
+      # the profile of one chunk (bench --profile-steps): what the scan can remove
+      "profile_steps": thousands(b["profile"]["steps"]),
+      "profile_overhead": pct(b["profile"]["share"]["loop control"]
+                              + b["profile"]["share"]["sampling"]),
+      "profile_density": pct(b["profile"]["share"]["density"]),
+      "profile_distill": pct(b["profile"]["share"]["distillation"]),
+      "profile_rest": pct(b["profile"]["share"]["critic+actor+Adam"]),
+      "loop_overhead": pct(1 - b["scan_s"] / b["loop_s"]),
+      "quick_setup": (f"{thousands(q['steps'])} steps per seed, nets "
+                      f"{' x '.join(str(h) for h in q['hidden'])}"),
+      "og_q_max": ", ".join(f"{g(ogarms[a]['critic/q_pi_max']['mean'], 2)} ({a})"
+                            for a in ("no_penalty", "penalty_only", "fac", "fql")),
+      "og_pos_frac": g(100 * max(max(fin["critic/q_pi_pos_frac"]["per_seed"])
+                                 for fin in ogarms.values()), 2),
+  }
 
 
 if __name__ == "__main__":

@@ -45,8 +45,11 @@ import scipy.sparse
 import scipy.sparse.csgraph
 from tqdm.auto import tqdm
 
+from experiments import pages  # pages.g: `g` names a group in this module's loops
 from experiments.cli import ExperimentCLI
-from experiments.records import save_json
+from experiments.matching_incremental import FAMILY, secs
+from experiments.pages import f, load, minmax, seconds, span, table, thousands
+from experiments.records import run_experiment
 from experiments.reporting import pm
 from jaxlab import matching as M
 from jaxlab.data.matching_instances import make
@@ -508,56 +511,208 @@ def cli() -> ExperimentCLI:
   return cli
 
 
-def main(argv=None) -> dict:
-  args, scale, cfg = cli().parse(argv)
-  os.makedirs(args.out, exist_ok=True)
-  start = time.time()
-  run = lambda fam, n, seed, setting, points: cached_run(  # noqa: E731
-      args.out, fam, n, seed, tuple(setting), points, args.fresh)
-  result = {"scale": scale, "config": cfg, "grid": [], "big": [], "trace": []}
-  if "grid" in args.stages:
-    jobs = [(s, seed) for seed in range(cfg["grid_seeds"]) for s in cfg["grid"]]
-    for setting, seed in tqdm(jobs, desc="grid", unit="run"):
-      result["grid"].append(slim(run("uniform", cfg["grid_n"], seed, setting,
-                                     cfg["grid_points"])))
-  if "big" in args.stages:
-    chosen = cfg["big_settings"]
-    if chosen is None:
-      if not result["grid"]:
-        raise ValueError("stage big needs the grid stage or --big-settings")
-      chosen = candidates(result["grid"], cfg["big_candidates"], cfg["max_steps_factor"])
-    settings = [PAPER] + [tuple(s) for s in chosen if tuple(s) != PAPER]
-    result["big_settings"] = [list(s) for s in settings]
-    jobs = [(s, seed) for seed in range(cfg["big_seeds"]) for s in settings]
-    for setting, seed in tqdm(jobs, desc="big", unit="run"):
-      result["big"].append(run("uniform", cfg["big_n"], seed, setting, cfg["points"]))
-  if "trace" in args.stages:
-    jobs = [(f, seed) for f in cfg["trace_families"] for seed in range(cfg["trace_seeds"])]
-    for fam, seed in tqdm(jobs, desc="trace", unit="run"):
-      result["trace"].append(run(fam, cfg["trace_n"], seed, PAPER, cfg["points"]))
-  result["trace_summary"] = [trace_summary(r) for r in result["trace"]]
-  tables = {"grid": grid_table(result["grid"]),
-            "big": grid_table(result["big"], TARGET),
-            "trace": trace_table(result["trace"])}
-  result["wall_time_s"] = time.time() - start
-  unique = {_key(r["family"], r["n"], r["seed"], r["setting"], r["points"]): r["time_s"]
-            for s in ("grid", "big", "trace") for r in result[s]}  # a run in two stages once
-  result["compute_time_s"] = sum(unique.values())
-  result["machine"] = {"backend": jax.default_backend(), "jax": jax.__version__}
-  result["figures"] = plot(result, args.out) if result["trace"] and result["grid"] else []
-  result = save_json(os.path.join(args.out, "results.json"), result, "matching_diagnosis", argv)
-  text = (f"# matching_diagnosis ({scale}), {result['wall_time_s']:.0f} s "
-          f"({result['compute_time_s']:.0f} s of push-relabel insertions)\n\n"
-          f"## Settings on uniform points, n = {cfg['grid_n']}\n\n{tables['grid']}\n\n"
+def summary_tables(result: dict) -> str:
+  """The ``summary.md`` text under its title: the three stages' tables."""
+  cfg = result["config"]
+  return (f"## Settings on uniform points, n = {cfg['grid_n']}\n\n{grid_table(result['grid'])}\n\n"
           f"## The paper's setting and the best candidates, n = {cfg['big_n']} "
-          f"(target {TARGET})\n\n{tables['big']}\n\n"
+          f"(target {TARGET})\n\n{grid_table(result['big'], TARGET)}\n\n"
           f"## Along the arrivals (the paper's setting), n = {cfg['trace_n']}\n\n"
-          f"{tables['trace']}\n")
-  with open(os.path.join(args.out, "summary.md"), "w") as f:
-    f.write(text)
-  print(text)
-  print(f"wall time {result['wall_time_s']:.1f} s; results in {args.out}")
-  return result
+          f"{trace_table(result['trace'])}")
+
+
+def main(argv=None) -> dict:
+  def run(cfg, args):
+    traced = lambda fam, n, seed, setting, points: cached_run(  # noqa: E731
+        args.out, fam, n, seed, tuple(setting), points, args.fresh)
+    result = {"grid": [], "big": [], "trace": []}
+    if "grid" in args.stages:
+      jobs = [(s, seed) for seed in range(cfg["grid_seeds"]) for s in cfg["grid"]]
+      for setting, seed in tqdm(jobs, desc="grid", unit="run"):
+        result["grid"].append(slim(traced("uniform", cfg["grid_n"], seed, setting,
+                                          cfg["grid_points"])))
+    if "big" in args.stages:
+      chosen = cfg["big_settings"]
+      if chosen is None:
+        if not result["grid"]:
+          raise ValueError("stage big needs the grid stage or --big-settings")
+        chosen = candidates(result["grid"], cfg["big_candidates"], cfg["max_steps_factor"])
+      settings = [PAPER] + [tuple(s) for s in chosen if tuple(s) != PAPER]
+      result["big_settings"] = [list(s) for s in settings]
+      jobs = [(s, seed) for seed in range(cfg["big_seeds"]) for s in settings]
+      for setting, seed in tqdm(jobs, desc="big", unit="run"):
+        result["big"].append(traced("uniform", cfg["big_n"], seed, setting, cfg["points"]))
+    if "trace" in args.stages:
+      jobs = [(fam, seed) for fam in cfg["trace_families"] for seed in range(cfg["trace_seeds"])]
+      for fam, seed in tqdm(jobs, desc="trace", unit="run"):
+        result["trace"].append(traced(fam, cfg["trace_n"], seed, PAPER, cfg["points"]))
+    result["trace_summary"] = [trace_summary(r) for r in result["trace"]]
+    unique = {_key(r["family"], r["n"], r["seed"], r["setting"], r["points"]): r["time_s"]
+              for s in ("grid", "big", "trace") for r in result[s]}  # a run in two stages once
+    result["compute_time_s"] = sum(unique.values())
+    return result
+
+  return run_experiment(
+      argv, cli(), "matching_diagnosis", run,
+      lambda r, out: plot(r, out) if r["trace"] and r["grid"] else [], summary_tables,
+      lambda r: f"{r['compute_time_s']:.0f} s of push-relabel insertions.")
+
+
+# ---------------------------------------------------------------------------
+# Page text: the generated regions matching_diagnosis.* of docs/methods/matching_incremental.md
+
+
+def _setting(s) -> str:
+  eps, delta, levels = s
+  return f"eps {eps:g}, delta {delta:g}, levels {levels}"
+
+
+def _by_setting(runs: list[dict]) -> dict[tuple, list[dict]]:
+  out: dict[tuple, list[dict]] = {}
+  for r in runs:
+    out.setdefault(tuple(r["setting"]), []).append(r)
+  return out
+
+
+def _fin(runs, key) -> np.ndarray:
+  return np.array([r["final"][key] for r in runs], float)
+
+
+def _cheapest(settings: list[tuple], big: dict, paper: tuple) -> str:
+  """The setting with the fewest steps, as the ``init`` call that selects it."""
+  if not settings:
+    return "none of the candidates meets it"
+  s = min(settings, key=lambda s: _fin(big[s], "steps").mean())
+  names = ("eps", "delta", "levels")
+  args = ", ".join(f"{k}={v:g}" for k, v, p in zip(names, s, paper, strict=True) if v != p)
+  return f"`matching.init(servers, {args})`"
+
+
+def _grid_upper(runs: list[dict]) -> str:
+  """In how many seeds a request is above level 0 at the end, and its chain's excess share."""
+  above = [r for r in runs if sum(r["final"]["level_count"][1:]) > 0]
+  shares = [100 * r["final"]["components"]["upper_share"] for r in above]
+  text = f"{len(above)} of {len(runs)} seeds"
+  return text + (f", its chain holding {span(shares, lambda x: f'{x:.0f}')}% of the excess"
+                 if above else "")
+
+
+def page() -> dict[str, str]:
+  """Issue 16's diagnosis (``experiments.matching_diagnosis``, recorded under
+  ``docs/results/matching_incremental/diagnosis/``)."""
+  d = load("matching_incremental", "diagnosis")
+  cfg, paper = d["config"], PAPER
+  grid, big = _by_setting(d["grid"]), _by_setting(d["big"])
+  base_steps = _fin(grid[paper], "steps").mean()
+  edge = lambda r: r["final"]["opt"] / r["final"]["k"]  # noqa: E731
+  grows = []
+  for s, runs in grid.items():
+    ratio = _fin(runs, "ratio")
+    grows.append([_setting(s) + (" (paper)" if s == paper else ""), f"{runs[0]['y_max0']:.0f}",
+                  f"{f(ratio.mean(), 3)} ({minmax(ratio, lambda x: f(x, 3))})",
+                  f"{pages.g(_fin(runs, 'steps').mean() / base_steps, 2)}x",
+                  ", ".join(f(r["final"]["unit"] / edge(r), 3) for r in runs),
+                  ", ".join(str(sum(r["final"]["level_count"][1:])) for r in runs)])
+  brows, meets = [], {}
+  for s, runs in big.items():
+    ratio = _fin(runs, "ratio")
+    meets[s] = bool(np.all(ratio <= 1.05))
+    brows.append([_setting(s) + (" (paper)" if s == paper else ""),
+                  ", ".join(f(x, 3) for x in ratio), f(ratio.mean(), 3),
+                  f"{pages.g(_fin(runs, 'steps').mean() / _fin(big[paper], 'steps').mean(), 2)}x",
+                  secs(float(np.mean([r["time_s"] for r in runs]))),
+                  ", ".join(f(r["final"]["unit"] / edge(r), 3) for r in runs),
+                  f"{int(np.sum(ratio <= 1.05))}/{len(ratio)}"])
+  fams: dict[str, list[tuple[dict, dict]]] = {}
+  for r, s in zip(d["trace"], d["trace_summary"], strict=True):
+    fams.setdefault(r["family"], []).append((r, s))
+  trows = []
+  for fam, pairs in fams.items():
+    at = lambda frac, key, pairs=pairs: np.array([s["at"][frac][key] for _, s in pairs])
+    late = [sum(x > 0.9 for x in s["doublings_at"]) for _, s in pairs]
+    end = at("1.0", "ratio")
+    trows.append([FAMILY[fam],
+                  *[f(at(x, "ratio").mean(), 3) for x in ("0.5", "0.9", "0.95")],
+                  f"{f(end.mean(), 3)} ({minmax(end, lambda x: f(x, 3))})",
+                  span(late, lambda x: f"{x:.0f}"),
+                  f(at("1.0", "omega_over_opt").mean(), 1),
+                  f"{f(at('0.5', 'dual_over_edge').mean(), 1)}; "
+                  f"{f(at('1.0', 'dual_over_edge').mean(), 0)}",
+                  f(at("1.0", "unit_over_edge").mean(), 2),
+                  f(at("1.0", "excess_units_per_edge").mean(), 2),
+                  span([s["checkpoints_above_level0"] for _, s in pairs], lambda x: f"{x:.0f}")
+                  + f" of {pairs[0][0]['points']}",
+                  minmax([100 * r["final"]["components"]["top1_share"] for r, _ in pairs],
+                         lambda x: f"{x:.0f}") + "% ("
+                  + minmax([r["final"]["components"]["top1_size"] for r, _ in pairs],
+                           thousands) + " requests)"])
+  levels = [s for s in grid if s[:2] == paper[:2]]
+  same = all(_fin(grid[s], "cost").tolist() == _fin(grid[paper], "cost").tolist() for s in levels)
+  above_end = [sum(r["final"]["level_count"][1:]) for r in d["trace"]]
+  uni = [s for r, s in zip(d["trace"], d["trace_summary"], strict=True) if r["family"] == "uniform"]
+  clu = [s for r, s in zip(d["trace"], d["trace_summary"], strict=True)
+         if r["family"] == "clustered"]
+  cands = [s for s in big if s != paper]
+  # grid runs of one seed ending at the same level-0 unit with every request at level 0
+  twins: dict[tuple, list[float]] = {}
+  for r in d["grid"]:
+    if sum(r["final"]["level_count"][1:]) == 0:
+      twins.setdefault((r["seed"], float(f"{r['final']['unit']:.6g}")), []).append(
+          r["final"]["cost"])
+  twins = {k: v for k, v in twins.items() if len(v) > 1}
+  units = [r["final"]["unit"] / edge(r) for r in d["grid"]]
+  return {
+      "grid_n": thousands(cfg["grid_n"]), "grid_seeds": str(cfg["grid_seeds"]),
+      "big_n": thousands(cfg["big_n"]), "big_seeds": str(cfg["big_seeds"]),
+      "trace_n": thousands(cfg["trace_n"]), "trace_seeds": str(cfg["trace_seeds"]),
+      "points": str(cfg["points"]),
+      "wall": seconds(d["compute_time_s"]),
+      "grid_table": table(["setting", "y_max(0)", "cost / OPT at n", "steps (x paper)",
+                           "final unit / mean optimal edge, per seed",
+                           "requests above level 0 at n, per seed"], grows),
+      "big_table": table(["setting", "cost / OPT at n, per seed", "mean", "steps (x paper)",
+                          "time (shared CPU)", "final unit / mean optimal edge",
+                          "seeds within 1.05"], brows),
+      "trace_table": table(["family", "cost / OPT 0.5n", "0.9n", "0.95n", "n",
+                            "omega doublings after 0.9n", "omega / OPT at n",
+                            "largest optimal dual / mean edge, 0.5n; n",
+                            "unit / mean edge at n", "excess per edge at n (units)",
+                            "checkpoints with a request above level 0",
+                            "largest chain at n: share of the excess (size)"], trows),
+      "levels_same": "the same final matching" if same else "different final matchings",
+      "levels_list": ", ".join(str(s[2]) for s in sorted(levels, key=lambda s: s[2])),
+      "above_end": span(above_end, lambda x: f"{x:.0f}"),
+      "trace_upper": span([100 * s["max_upper_share"] for s in d["trace_summary"]],
+                          lambda x: f"{x:.0f}") + "%",
+      "grid_upper": _grid_upper(grid[paper]),
+      "big_same": ("end in the same matching on every seed (the same final unit)"
+                   if len(cands) > 1 and all(_fin(big[s], "cost").tolist()
+                                             == _fin(big[cands[0]], "cost").tolist()
+                                             for s in cands)
+                   else "end in different matchings"),
+      "cheapest": _cheapest([s for s in cands if meets[s]], big, paper),
+      "candidates": " and ".join(_setting(s) for s in cands),
+      "verdict": ("; ".join(f"{_setting(s)}: {'meets' if meets[s] else 'misses'} it "
+                            f"({minmax(_fin(big[s], 'ratio'), lambda x: f(x, 3))})"
+                            for s in cands)),
+      "paper_big": minmax(_fin(big[paper], "ratio"), lambda x: f(x, 3)),
+      "uni_dual": f"{f(np.mean([s['at']['0.5']['dual_over_edge'] for s in uni]), 1)} -> "
+                  f"{f(np.mean([s['at']['1.0']['dual_over_edge'] for s in uni]), 0)}",
+      "clu_dual": f"{f(np.mean([s['at']['0.5']['dual_over_edge'] for s in clu]), 1)} -> "
+                  f"{f(np.mean([s['at']['1.0']['dual_over_edge'] for s in clu]), 0)}",
+      "uni_unit": f(np.mean([s["at"]["1.0"]["unit_over_edge"] for s in uni]), 2),
+      "clu_unit": f(np.mean([s["at"]["1.0"]["unit_over_edge"] for s in clu]), 2),
+      "twins": f"{sum(len(set(v)) == 1 for v in twins.values())} of {len(twins)}",
+      "twin_runs": str(sum(len(v) for v in twins.values())),
+      "grid_units": span(units, lambda x: f(x, 3)),
+      "grid_per_edge": span([r["final"]["excess_units_per_edge"] for r in d["grid"]],
+                            lambda x: f(x, 2)),
+      "steps_factor": f"{cfg['max_steps_factor']:g}",
+      "big_candidates": str(cfg["big_candidates"]),
+      "grid_dual": f(np.mean([r["final"]["exact_u_max"] / edge(r) for r in grid[paper]]), 0),
+      "uni_dual_end": f(np.mean([s["at"]["1.0"]["dual_over_edge"] for s in uni]), 0),
+      "grid_ratios": span([r["final"]["ratio"] for r in d["grid"]], lambda x: f(x, 3)),
+  }
 
 
 if __name__ == "__main__":
