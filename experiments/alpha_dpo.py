@@ -46,7 +46,6 @@ its devices. Writes ``results.json``, ``summary.md``, ``reward_vs_flip.png``,
 
 from __future__ import annotations
 
-import os
 import time
 
 import jax
@@ -56,8 +55,9 @@ import numpy as np
 from flax import nnx
 from tqdm.auto import tqdm
 
+from experiments import pages as P
 from experiments.cli import ExperimentCLI
-from experiments.records import machine, write_results
+from experiments.records import run_experiment
 from experiments.reporting import Claim, save_figure
 from jaxlab.core.stats import spread
 from jaxlab.data.reward_tasks import (  # noqa: F401  (digits_task: the old experiment name)
@@ -422,41 +422,149 @@ def cli() -> ExperimentCLI:
   return cli
 
 
-def main(argv=None) -> dict:
-  args, scale, cfg = cli().parse(argv)
-  if args.tasks:
-    available = {**cfg["tasks"], **cfg.pop("extra_tasks", {})}
-    missing = [t for t in args.tasks if t not in available]
+def select_tasks(cfg: dict, tasks: list[str] | None, scale: str) -> dict:
+  """``cfg`` with the tasks ``--tasks`` names (default: the scale's own) and without
+  ``extra_tasks``; raises ``ValueError`` for a task the scale does not have."""
+  cfg = dict(cfg)
+  extra = cfg.pop("extra_tasks", {})
+  if tasks:
+    available = {**cfg["tasks"], **extra}
+    missing = [t for t in tasks if t not in available]
     if missing:
       raise ValueError(f"--tasks {missing} not available at the {scale} scale (it has "
                        f"{list(available)}; digits runs at full scale and with --smoke)")
-    cfg["tasks"] = {t: available[t] for t in args.tasks}
-  cfg.pop("extra_tasks", None)
-  os.makedirs(args.out, exist_ok=True)
-  start = time.time()
-  flips = tuple(cfg["flips"])
-  results, tables, texts = {}, [], []
-  with tqdm(total=2 * len(cfg["tasks"]), desc="alpha_dpo", unit="stage") as bar:
-    for name, tc in cfg["tasks"].items():
-      t0 = time.time()
-      results[name] = run_task(TASKS[name](), tc, cfg["seeds"], flips, bar)
-      results[name]["time_s"] = time.time() - t0
-      results[name]["claim"] = claim_verdicts(results[name], flips)
-      table, text = summarize(name, results[name], flips)
-      tables += table
-      texts.append(text)
-  figures = plot(results, flips, args.out)
-  result = {"scale": scale, "config": cfg, "methods": METHODS, "table": tables,
-            "tasks": results, "wall_time_s": time.time() - start, "machine": machine(),
-            "figures": figures}
-  note = ("Same beta, Adam step, steps and batch for every method; fixed alpha 0.5; dynamic "
-          "alpha_0 = 0.9999 without warm-up (official defaults). Drift proxies: off-manifold "
-          "fraction and KL(mode histogram of samples || reference's). Settings: "
-          + "; ".join(f"{n}: lr {tc['lr']}, {tc['finetune_steps']} steps x {tc['batch']} "
-                      f"pairs of {tc['pairs']}, T = {tc['num_steps']}, MLP {tc['hidden']}"
-                      for n, tc in cfg["tasks"].items()))
-  write_results(args.out, "alpha_dpo", result, "\n\n".join(texts), note, argv=argv)
-  return result
+    cfg["tasks"] = {t: available[t] for t in tasks}
+  return cfg
+
+
+def main(argv=None) -> dict:
+  def run(cfg, args):
+    cfg = select_tasks(cfg, args.tasks, "smoke" if args.smoke else
+                       "quick" if args.quick else "full")
+    flips = tuple(cfg["flips"])
+    results, tables = {}, []
+    with tqdm(total=2 * len(cfg["tasks"]), desc="alpha_dpo", unit="stage") as bar:
+      for name, tc in cfg["tasks"].items():
+        t0 = time.time()
+        results[name] = run_task(TASKS[name](), tc, cfg["seeds"], flips, bar)
+        results[name]["time_s"] = time.time() - t0
+        results[name]["claim"] = claim_verdicts(results[name], flips)
+        tables += summarize(name, results[name], flips)[0]
+    # "config" replaces the parsed configuration in the result: the selected tasks only
+    return {"config": cfg, "methods": METHODS, "table": tables, "tasks": results}
+
+  def text(result):
+    flips = tuple(result["config"]["flips"])
+    return "\n\n".join(summarize(name, res, flips)[1] for name, res in result["tasks"].items())
+
+  return run_experiment(
+      argv, cli(), "alpha_dpo", run,
+      lambda r, out: plot(r["tasks"], tuple(r["config"]["flips"]), out), text,
+      lambda r: ("Same beta, Adam step, steps and batch for every method; fixed alpha 0.5; "
+                 "dynamic alpha_0 = 0.9999 without warm-up (official defaults). Drift proxies: "
+                 "off-manifold fraction and KL(mode histogram of samples || reference's). "
+                 "Settings: "
+                 + "; ".join(f"{n}: lr {tc['lr']}, {tc['finetune_steps']} steps x "
+                             f"{tc['batch']} pairs of {tc['pairs']}, T = {tc['num_steps']}, "
+                             f"MLP {tc['hidden']}" for n, tc in r["config"]["tasks"].items())))
+
+
+# ---------------------------------------------------------------------------
+# Page text: the generated regions of docs/methods/alpha_dpo.md
+
+
+_DPO, _FIXED, _DYN = METHODS  # the methods' names, in METHODS' order
+_METHOD = {_DPO: "Diffusion-DPO", _FIXED: "alpha-DPO (alpha = 0.5)", _DYN: "alpha-DPO (dynamic)"}
+
+
+def _per_seed(task: dict, key: str, method: str, beta: float, flip: float) -> np.ndarray:
+  rows = sorted((r for r in task["rows"] if r["method"] == method and r["beta"] == beta
+                 and r["flip"] == flip), key=lambda r: r["seed"])
+  return np.asarray([r[key] for r in rows], np.float64)
+
+
+def _drop(task: dict, method: str, beta: float, flips: list[float]) -> np.ndarray:
+  """Per-seed reward drop from the lowest to the highest flip rate."""
+  return (_per_seed(task, "reward", method, beta, flips[0])
+          - _per_seed(task, "reward", method, beta, flips[-1]))
+
+
+def page() -> dict[str, str]:
+  """``{region: text}`` for docs/methods/alpha_dpo.md, from the committed quick and full records
+  (``docs/results/alpha_dpo/``)."""
+  quick, full = P.load("alpha_dpo", "quick"), P.load("alpha_dpo", "full")
+  flips = quick["config"]["flips"]
+  mix = quick["tasks"]["mixture"]
+  rows = []
+  for beta in mix["betas"]:
+    for m in (_DPO, _FIXED, _DYN):
+      rows.append([f"{beta:g}", _METHOD[m]]
+                  + [P.pm(_per_seed(mix, "reward", m, beta, fl), lambda v: P.f(v, 3))
+                     for fl in flips]
+                  + [" / ".join(P.f(_per_seed(mix, "off_manifold", m, beta, fl).mean(), 3)
+                                for fl in flips)])
+  lo, hi = mix["betas"][0], mix["betas"][-1]
+  d = {(m, b): _drop(mix, m, b, flips) for m in (_DPO, _FIXED, _DYN) for b in mix["betas"]}
+  more = [int(np.sum(d[(m, lo)] > d[(_DPO, lo)])) for m in (_FIXED, _DYN)]
+  n = len(d[(_DPO, lo)])
+  off = lambda m, b: [_per_seed(mix, "off_manifold", m, b, fl).mean() for fl in flips]  # noqa: E731
+  fflips = full["config"]["flips"]
+  frows, held, cells = [], [], 0
+  for name, task in full["tasks"].items():
+    for beta in task["betas"]:
+      cell = [name, f"{beta:g}"]
+      base = _drop(task, _DPO, beta, fflips)
+      for m in (_FIXED, _DYN):
+        dm = _drop(task, m, beta, fflips)
+        less = int(np.sum(dm < base))
+        text = f"{P.f(dm.mean(), 3)} vs {P.f(base.mean(), 3)} ({less}/{len(dm)})"
+        if less == len(dm):
+          text = text.replace(f"({less}/{len(dm)})", f"(**{less}/{len(dm)}**)")
+          held.append((name, beta, m, task))
+        cell.append(text)
+        cells += 1
+      frows.append(cell)
+  held_text = []
+  for name, beta, m, task in held:
+    a = _per_seed(task, "reward", m, beta, fflips[-1]).mean()
+    b = _per_seed(task, "reward", _DPO, beta, fflips[-1]).mean()
+    what = "fixed alpha 0.5" if m == _FIXED else "the dynamic alpha"
+    held_text.append(f"{what} at beta {beta:g} on the {name}, where it also ends "
+                     f"{'lower' if a < b else 'higher'} in reward: {P.f(a, 3)} vs {P.f(b, 3)} at "
+                     f"{100 * fflips[-1]:.0f}% flipped")
+  dyn_held = sum(m == _DYN for _, _, m, _ in held)
+  digits = full["tasks"]["digits"]
+  digit_sd = [P.std(_drop(digits, m, b, fflips) - _drop(digits, _DPO, b, fflips))
+              for m in (_FIXED, _DYN) for b in digits["betas"]]
+  words = {0: "none", 1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six",
+           7: "seven", 8: "eight", 9: "nine", 10: "ten"}
+  return {
+      "quick_seeds": str(quick["config"]["seeds"]),
+      "quick_steps": str(quick["config"]["tasks"]["mixture"]["finetune_steps"]),
+      "quick_batch": str(quick["config"]["tasks"]["mixture"]["batch"]),
+      "quick_wall": P.seconds(quick["wall_time_s"]),
+      "pretrained": P.pm(mix["reference"]["reward"], lambda v: P.f(v, 3)),
+      "quick_table": P.table(["beta", "method", "0% flipped", "20%", "40%",
+                              "off-manifold (0/20/40%)"], rows),
+      "lo_drop_dpo": P.f(d[(_DPO, lo)].mean()),
+      "lo_drop_alpha": P.span([d[(m, lo)].mean() for m in (_FIXED, _DYN)]),
+      "lo_seeds": "in every seed" if min(more) == n else f"in {min(more)}-{max(more)} of {n} seeds",
+      "hi_drops": f"{P.f(d[(_DYN, hi)].mean())} vs {P.f(d[(_DPO, hi)].mean())}",
+      "hi_off": P.span([100 * v for m in (_FIXED, _DYN) for v in off(m, hi)],
+                       lambda v: f"{v:.0f}")
+                + f"% off-manifold against {100 * np.mean(off(_DPO, hi)):.0f}%",
+      "full_wall": P.seconds(full["wall_time_s"]),
+      "full_seeds": str(full["config"]["seeds"]),
+      "full_mix_steps": P.thousands(full["config"]["tasks"]["mixture"]["finetune_steps"]),
+      "full_digit_steps": P.thousands(full["config"]["tasks"]["digits"]["finetune_steps"]),
+      "full_table": P.table(["task", "beta", "alpha = 0.5", "dynamic alpha"], frows),
+      "held": f"{words.get(len(held), len(held))} of {words.get(cells, cells)} cells"
+              + (f" ({'; '.join(held_text)})" if held_text else ""),
+      "dynamic": ("never loses less in every seed" if dyn_held == 0
+                  else f"loses less in every seed in {dyn_held} cells"),
+      "digit_spread": f"±{P.span(digit_sd, lambda v: P.g(v, 1))}",
+      "digit_off": f"{100 * np.mean(digits['reference']['off_manifold']):.0f}%",
+  }
 
 
 if __name__ == "__main__":

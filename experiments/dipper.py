@@ -29,8 +29,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 from tqdm.auto import tqdm
 
+from experiments import pages as P
 from experiments.cli import ExperimentCLI
-from experiments.records import machine, save_json, write_results
+from experiments.records import machine, run_experiment, save_json, write_results
 from experiments.reporting import Claim, pm, sample_std
 from jaxlab import envs
 from jaxlab.rl import hrl
@@ -349,6 +350,8 @@ def cli() -> ExperimentCLI:
 
 def main(argv=None) -> dict:
   args, scale, cfg = cli().parse(argv)
+  # --diagnose-eval (a results.json without summary or figures) and --report-only (the summary
+  # of a saved run) are not new runs of the arms: they stay outside run_experiment
   if args.diagnose_eval:
     start = time.time()
     lams = tuple(dict.fromkeys((0.0, float(cfg["lam"]))))
@@ -364,32 +367,172 @@ def main(argv=None) -> dict:
     result["figures"] = plot(result["runs"], args.out)
     write_results(args.out, "dipper", result, format_table(result["runs"]), NOTE, new_run=False)
     return result
-  os.makedirs(args.out, exist_ok=True)
-  jobs = [(t, a, None) for t in cfg["tasks"] for a in args.arms]
-  if not args.no_sweep:
-    jobs += [("maze", "dipper", lam) for lam in cfg["lams"]]
-  start = time.time()
-  # done: (task, config) -> run; a swept lambda equal to a main arm's reuses that run.
-  runs, done = [], {}
-  for task, arm, lam in tqdm(jobs, desc="dipper", unit="run"):
-    name = f"{task}_{arm}" + ("" if lam is None else f"_lam{lam:g}")
-    ckpt = os.path.join(os.path.abspath(args.checkpoint_dir), name) if args.checkpoint_dir else None
-    config = hrl_config(arm, task, cfg, lam)
-    key = (task, repr(config))
-    if key in done:
-      r = dict(done[key], arm=arm, reused_from=done[key]["arm"])
-    else:
-      r = done[key] = run(task, arm, config, cfg["seeds"], ckpt)
-    r = dict(r, sweep=lam is not None)
-    runs.append(r)
-  table = format_table(runs)
-  result = {"scale": scale, "config": {k: list(v) if isinstance(v, tuple) else v
-                                       for k, v in cfg.items()},
-            "runs": runs, "wall_time_s": time.time() - start,
-            "machine": machine()}
-  result["figures"] = plot(runs, args.out)
-  write_results(args.out, "dipper", result, table, NOTE, argv=argv)
-  return result
+
+  def run_arms(cfg, args):
+    jobs = [(t, a, None) for t in cfg["tasks"] for a in args.arms]
+    if not args.no_sweep:
+      jobs += [("maze", "dipper", lam) for lam in cfg["lams"]]
+    # done: (task, config) -> run; a swept lambda equal to a main arm's reuses that run.
+    runs, done = [], {}
+    for task, arm, lam in tqdm(jobs, desc="dipper", unit="run"):
+      name = f"{task}_{arm}" + ("" if lam is None else f"_lam{lam:g}")
+      ckpt = (os.path.join(os.path.abspath(args.checkpoint_dir), name) if args.checkpoint_dir
+              else None)
+      config = hrl_config(arm, task, cfg, lam)
+      key = (task, repr(config))
+      if key in done:
+        r = dict(done[key], arm=arm, reused_from=done[key]["arm"])
+      else:
+        r = done[key] = run(task, arm, config, cfg["seeds"], ckpt)
+      runs.append(dict(r, sweep=lam is not None))
+    return {"runs": runs}
+
+  return run_experiment(argv, cli(), "dipper", run_arms, lambda r, out: plot(r["runs"], out),
+                        lambda r: format_table(r["runs"]), lambda r: NOTE)
+
+
+# ---------------------------------------------------------------------------
+# Page text: the generated regions of docs/methods/dipper.md
+
+
+_ARM = {"flat": "FLAT", "hier": "HIER", "dipper_no_v": "DIPPER without V"}
+
+
+def _dipper_runs(result: dict) -> dict[tuple[str, str, float], dict]:
+  """``(task, arm, lambda) -> run``; sweep runs under arm ``sweep``."""
+  return {(r["task"], "sweep" if r.get("sweep") else r["arm"], r["lam"]): r
+          for r in result["runs"]}
+
+
+def _rate(v: float) -> str:
+  """A success rate: two decimals, or two significant digits below 0.1."""
+  return P.f(v) if v == 0 or abs(v) >= 0.1 else P.g(v, 2)
+
+
+def page() -> dict[str, str]:
+  """``{region: text}`` for docs/methods/dipper.md, from the committed full, quick, bench and
+  diagnosis records (``docs/results/dipper/``)."""
+  full, quick, bench = (P.load("dipper", scale) for scale in ("full", "quick", "bench"))
+  runs = _dipper_runs(full)
+  by_arm = {(t, a): r for (t, a, _), r in runs.items() if a != "sweep"}
+  seeds = lambda r, k: np.asarray(r["final"][k]["per_seed"], np.float64)  # noqa: E731
+  mean = lambda r, k: float(seeds(r, k).mean())  # noqa: E731
+  rows = []
+  for task in ("maze", "push"):
+    group = [by_arm[(task, a)] for a in ("flat", "hier", "dipper_no_v")]
+    group.append(by_arm[(task, "dipper")])
+    if task == "maze":
+      group += [r for (t, a, lam), r in sorted(runs.items(), key=lambda kv: kv[0][2])
+                if a == "sweep" and t == task and lam > full["config"]["lam"]]
+    best = max(mean(r, "eval/success") for r in group)
+    for r in group:
+      name = (_ARM.get(r["arm"]) if r["arm"] != "dipper" else f"DIPPER (lambda {r['lam']:g})")
+      succ = P.pm(seeds(r, "eval/success"), _rate, lambda v: P.g(v, 1))
+      cells = [task, name, f"**{succ}**" if mean(r, "eval/success") == best else succ,
+               _rate(mean(r, "train/success"))]
+      if r["arm"] == "flat":
+        cells += [""] * 4
+      else:
+        cells += [P.pm(seeds(r, "eval/subgoal_distance"), lambda v: P.g(v, 2),
+                       lambda v: P.g(v, 1)),
+                  P.pm(seeds(r, "eval/lower_q"), P.g, lambda v: P.g(v, 2)),
+                  P.f(mean(r, "eval/subgoal_in_wall")) if task == "maze" else "",
+                  P.f(mean(r, "eval/subgoal_step"))]
+      rows.append(cells)
+  steps = {t: P.thousands(by_arm[(t, "flat")]["history"]["env_steps"][-1][0])
+           for t in ("maze", "push")}
+  pd, ph, pf = (by_arm[("push", a)] for a in ("dipper", "hier", "flat"))
+  md, mn = by_arm[("maze", "dipper")], by_arm[("maze", "dipper_no_v")]
+  sweep = {lam: r for (t, a, lam), r in runs.items() if a == "sweep"}
+  n = len(seeds(pd, "eval/success"))
+  wins = lambda a, b, k: int(np.sum(seeds(a, k) > seeds(b, k)))  # noqa: E731
+  qruns = _dipper_runs(quick)
+  qpush = {a: r for (t, a, _), r in qruns.items() if t == "push" and a != "sweep"}
+  qsweep = sorted((r for (_, a, _), r in qruns.items() if a == "sweep"), key=lambda r: r["lam"])
+  qc = quick["config"]
+  sps, ratio = bench["steps_per_s"], bench["ratio_to_point_robot"]
+  env = lambda k: f"{P.g(sps[k] / 1e6)} M"  # noqa: E731
+  return {
+      "seeds": str(full["config"]["seeds"]),
+      "wall": P.seconds(full["wall_time_s"]),
+      "maze_steps": steps["maze"],
+      "push_steps": steps["push"],
+      "table": P.table(["task", "arm", "success", "train success", "subgoal distance",
+                        "lower Q", "subgoals in walls", "step length"], rows),
+      "push_dipper": P.f(mean(pd, "eval/success")),
+      "push_hier": P.f(mean(ph, "eval/success")),
+      "push_flat": P.g(mean(pf, "eval/success"), 2),
+      "push_vs_flat": f"{wins(pd, pf, 'eval/success')} of {n}",
+      "push_vs_hier": f"{wins(pd, ph, 'eval/success')} of {n}",
+      "maze_zero": ("0 in every seed" if not np.any(np.r_[seeds(md, "eval/success"),
+                                                          seeds(mn, "eval/success")])
+                    else f"{P.f(mean(md, 'eval/success'))} (lambda 1) and "
+                         f"{P.f(mean(mn, 'eval/success'))} (lambda 0)"),
+      "maze_flat": P.f(mean(by_arm[("maze", "flat")], "eval/success")),
+      "maze_hier": P.f(mean(by_arm[("maze", "hier")], "eval/success")),
+      "maze_train": P.span([100 * mean(r, "train/success") for r in (mn, md)],
+                           lambda v: f"{v:.0f}") + "%",
+      "maze_logp": P.f(mean(md, "high/logp")),
+      "maze_step_cells": P.span([11 * mean(r, "eval/subgoal_step") for r in (mn, md)],
+                                lambda v: P.g(v, 2)),
+      "push_dist": f"{P.f(mean(pd, 'eval/subgoal_distance'))} vs "
+                   f"{P.f(mean(ph, 'eval/subgoal_distance'))}",
+      "push_q": f"{P.g(mean(pd, 'eval/lower_q'))} vs {P.g(mean(ph, 'eval/lower_q'))}",
+      "maze_reach": f"{P.f(mean(md, 'eval/subgoal_distance'))}, {P.g(mean(md, 'eval/lower_q'))}",
+      "value_maze": f"{P.g(mean(md, 'eval/success'), 1)} vs {P.g(mean(mn, 'eval/success'), 1)}",
+      "value_push": f"{P.f(mean(pd, 'eval/success'), 3)} vs "
+                    f"{P.f(mean(by_arm[('push', 'dipper_no_v')], 'eval/success'), 3)}, higher in "
+                    f"{wins(pd, by_arm[('push', 'dipper_no_v')], 'eval/success')} of {n} seeds",
+      "lam10": P.pm(seeds(sweep[10.0], "eval/success"), lambda v: P.f(v), lambda v: P.f(v)),
+      "lam10_walls": P.f(mean(sweep[10.0], "eval/subgoal_in_wall")),
+      "lam100_walls": f"{100 * mean(sweep[100.0], 'eval/subgoal_in_wall'):.0f}%",
+      "lam100_step": P.f(mean(sweep[100.0], "eval/subgoal_step")),
+      "quick_setup": (f"{qc['seeds']} seeds, {qc['iterations']} iterations x "
+                      f"{qc['num_envs']} episodes, nets {' x '.join(map(str, qc['hidden']))}"),
+      "quick_wall": P.seconds(quick["wall_time_s"]),
+      "quick_push": ", ".join(
+          f"{_ARM.get(a, 'DIPPER')} {P.f(mean(r, 'eval/success'))} "
+          f"(train {P.f(mean(r, 'train/success'))})" for a, r in qpush.items()),
+      "quick_sweep": ", ".join(
+          f"{name} {P.f(mean(qsweep[0], k))} -> {P.f(mean(qsweep[-1], k))}"
+          for k, name in (("eval/subgoal_in_wall", "subgoals in walls"),
+                          ("eval/subgoal_step", "step length")))
+                     + f" (lambda {qsweep[0]['lam']:g} -> {qsweep[-1]['lam']:g})",
+      "bench_setup": f"{P.thousands(bench['envs'])} environments x {P.thousands(bench['steps'])}",
+      "bench_robot": env("PointRobot-misc"),
+      "bench_maze": f"{env('PointMaze')} ({P.f(ratio['PointMaze'])}x)",
+      "bench_push": f"{env('PointPush')} ({P.f(ratio['PointPush'])}x)",
+      "bench_grid": f"{env('PointMaze (grid obs)')} ({P.f(ratio['PointMaze (grid obs)'])}x)",
+      **_dipper_diagnosis(P.load("dipper", "diagnosis")),
+  }
+
+
+def _dipper_diagnosis(diag: dict) -> dict[str, str]:
+  """Issue 16's evaluation diagnosis (``experiments.dipper --diagnose-eval``): each number
+  is the mean over seeds, as a range over the diagnosed lambdas."""
+  runs = list(diag["diagnosis"].values())
+  cfg = diag["config"]
+  over = lambda get, fmt=P.f: P.span([float(np.mean(get(r))) for r in runs], fmt)  # noqa: E731
+  grid = lambda name, k="success": over(lambda r: r["grid"][name][k])  # noqa: E731
+  pol = lambda k, scale=1.0, fmt=P.f: over(lambda r: np.multiply(r["policy"][k], scale), fmt)  # noqa: E731
+  return {
+      "diag_setup": (f"{cfg['seeds']} seeds, {cfg['iterations']} iterations x "
+                     f"{cfg['num_envs']} episodes, nets {' x '.join(map(str, cfg['hidden']))}, "
+                     f"lambda {' and '.join(diag['diagnosis'])}"),
+      "diag_command": diag["provenance"]["command"],
+      "diag_recorded": (f"{over(lambda r: r['recorded']['eval/success'])} (train "
+                        f"{over(lambda r: r['recorded']['train/success'])})"),
+      "diag_mean_det": grid("high mean, low det"),
+      "diag_mean_stoch": grid("high mean, low stoch"),
+      "diag_sample_det": grid("high sample, low det"),
+      "diag_sample_stoch": grid("high sample, low stoch"),
+      "diag_uniform_det": grid("high uniform, low det"),
+      "diag_untrained_det": grid("high untrained, low det"),
+      "diag_std": pol("std"),
+      "diag_abs_mean": pol("abs_mean"),
+      "diag_spread_cells": pol("mean_subgoal_spread", 11.0),
+      "diag_sample_cells": pol("mean_to_sample", 11.0, lambda v: P.f(v, 1)),
+  }
 
 
 if __name__ == "__main__":

@@ -56,7 +56,6 @@ report rows. Writes ``results.json``, ``summary.md``, ``accuracy.png`` and
 
 from __future__ import annotations
 
-import os
 import time
 
 import jax
@@ -65,8 +64,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 from tqdm.auto import tqdm
 
+from experiments import pages as P
 from experiments.cli import ExperimentCLI
-from experiments.records import machine, write_results
+from experiments.records import run_experiment
 from experiments.reporting import Claim, pm, sample_std, save_figure
 from jaxlab.data.reason_pairs import (  # noqa: F401  (re-exported: the experiment's old names)
   EMBED_DIM,
@@ -300,41 +300,121 @@ def cli() -> ExperimentCLI:
 
 
 def main(argv=None) -> dict:
-  args, scale, cfg = cli().parse(argv)
-  os.makedirs(args.out, exist_ok=True)
-  start = time.time()
-  geo = geometry()
-  configs = method_configs(cfg)
-  first = configs["bt"][0]
-  encoder = rc.init_encoder(jax.random.key(0), N_FEATURES, first)
-  # same initial encoder per seed for every method and setting
-  params0 = jax.tree.map(lambda *p: jnp.stack(p), *[  # eager: cheaper than compiling a vmap
-      rc.init_encoder(jax.random.key(s), N_FEATURES, first).params
-      for s in range(cfg["seeds"])])
-  pipelines = {name: jax.jit(jax.vmap(make_pipeline(c, c_few, encoder)))
-               for name, (c, c_few) in configs.items()}
-  settings = []
-  with tqdm(total=len(cfg["settings"]) * len(configs), desc="recouple", unit="run") as bar:
-    for i, (regime, shift) in enumerate(cfg["settings"]):
-      settings.append(run_setting(i, regime, shift, cfg, geo, pipelines, params0, bar))
-  plot(settings, cfg, args.out)
-  table = format_tables(settings)
-  result = {"scale": scale, "config": cfg, "settings": settings,
-            "geometry": {"reasons": geo.reasons.tolist(), "train_tasks": geo.train_tasks.tolist(),
+  def run(cfg, args):
+    geo = geometry()
+    configs = method_configs(cfg)
+    first = configs["bt"][0]
+    encoder = rc.init_encoder(jax.random.key(0), N_FEATURES, first)
+    # same initial encoder per seed for every method and setting
+    params0 = jax.tree.map(lambda *p: jnp.stack(p), *[  # eager: cheaper than compiling a vmap
+        rc.init_encoder(jax.random.key(s), N_FEATURES, first).params
+        for s in range(cfg["seeds"])])
+    pipelines = {name: jax.jit(jax.vmap(make_pipeline(c, c_few, encoder)))
+                 for name, (c, c_few) in configs.items()}
+    settings = []
+    with tqdm(total=len(cfg["settings"]) * len(configs), desc="recouple", unit="run") as bar:
+      for i, (regime, shift) in enumerate(cfg["settings"]):
+        settings.append(run_setting(i, regime, shift, cfg, geo, pipelines, params0, bar))
+    return {"settings": settings,
+            "geometry": {"reasons": geo.reasons.tolist(),
+                         "train_tasks": geo.train_tasks.tolist(),
                          "new_tasks": geo.new_tasks.tolist(),
                          "train_weights": TRAIN_WEIGHTS.tolist(),
                          "new_weights": NEW_WEIGHTS.tolist()},
-            "method_configs": {k: [str(c) for c in v] for k, v in configs.items()},
-            "wall_time_s": time.time() - start, "machine": machine(),
-            "figures": ["accuracy.png", "losses.png"]}
-  write_results(args.out, "recouple", result, table,
-                "Preference accuracy against the sign of the true return gap (mean ± std over "
-                "seeds). id / ood / decorrelated: confounded training tasks with the spurious "
-                "feature as in training / reversed / independent; clean: unconfounded training "
-                "tasks; new_*: the held-out task (spurious independent) before and after "
-                f"{cfg['few_shot_steps']} fine-tuning steps on {cfg['few_shot_pairs']} of its "
-                "pairs. Paired rows: per-seed difference to Bradley-Terry.", argv=argv)
-  return result
+            "method_configs": {k: [str(c) for c in v] for k, v in configs.items()}}
+
+  def figures(result, out):
+    plot(result["settings"], result["config"], out)
+    return ["accuracy.png", "losses.png"]
+
+  return run_experiment(
+      argv, cli(), "recouple", run, figures, lambda r: format_tables(r["settings"]),
+      lambda r: ("Preference accuracy against the sign of the true return gap (mean ± std over "
+                 "seeds). id / ood / decorrelated: confounded training tasks with the spurious "
+                 "feature as in training / reversed / independent; clean: unconfounded training "
+                 "tasks; new_*: the held-out task (spurious independent) before and after "
+                 f"{r['config']['few_shot_steps']} fine-tuning steps on "
+                 f"{r['config']['few_shot_pairs']} of its pairs. Paired rows: per-seed "
+                 "difference to Bradley-Terry."))
+
+
+# ---------------------------------------------------------------------------
+# Page text: the generated regions of docs/methods/recouple.md
+
+
+_METHOD_NAME = {"bt": "Bradley-Terry", "recouple": "ReCouPLe",
+                "recouple_noratio": "ReCouPLe, no ratio penalty"}
+
+
+def _acc(row: dict, split: str) -> np.ndarray | None:
+  return None if row.get(split) is None else np.asarray(row[split]["per_seed"], np.float64)
+
+
+def page() -> dict[str, str]:
+  """``{region: text}`` for docs/methods/recouple.md, from the committed quick and full records
+  (``docs/results/recouple/``)."""
+  quick, full = P.load("recouple", "quick"), P.load("recouple", "full")
+  rows = []
+  for st in quick["settings"]:
+    for m, row in st["methods"].items():
+      rows.append([st["regime"], _METHOD_NAME[m]]
+                  + [("n/a" if _acc(row, s) is None
+                      else P.pm(_acc(row, s), lambda v: P.f(v, 3))) for s in SPLITS])
+  q = {st["regime"]: st["methods"] for st in quick["settings"]}
+  gain = lambda ms, s: _acc(ms["recouple"], s) - _acc(ms["bt"], s)  # noqa: E731
+  paired = lambda ms, s: P.pm(gain(ms, s), P.signed, lambda v: P.f(v, 3))  # noqa: E731
+  mean = lambda ms, m, s: P.f(_acc(ms[m], s).mean())  # noqa: E731
+  frows = []
+  fs = {(st["regime"], st["shift"]): st["methods"] for st in full["settings"]}
+  for (regime, shift), ms in fs.items():
+    frows.append([regime, f"{shift:g}"]
+                 + [f"{P.f(_acc(ms['bt'], s).mean(), 3)} / "
+                    f"{P.f(_acc(ms['recouple'], s).mean(), 3)} ({paired(ms, s)})"
+                    for s in ("ood", "decorrelated", "new_zero_shot")]
+                 + [paired(ms, "new_few_shot")])
+  shifts = sorted({sh for _, sh in fs})
+  strong = shifts[-1]
+  # the verdicts: the full run at the quick run's (weaker) shift
+  p, a = fs[("partial", shifts[0])], fs[("all", shifts[0])]
+  return {
+      "quick_seeds": str(quick["config"]["seeds"]),
+      "quick_shift": f"{quick['config']['settings'][0][1]:g}",
+      "quick_steps": str(quick["config"]["steps"]),
+      "quick_wall": P.seconds(quick["wall_time_s"]),
+      "quick_table": P.table(["regime", "method", "id", "ood", "decorrelated", "clean",
+                              "new task, zero-shot", "new task, 64 labels"], rows),
+      "paired": f"partial `ood` {paired(q['partial'], 'ood')}, zero-shot "
+                f"{paired(q['partial'], 'new_zero_shot')}; all `ood` {paired(q['all'], 'ood')}, "
+                f"zero-shot {paired(q['all'], 'new_zero_shot')}",
+      "verdict_shift": f"{shifts[0]:g}",
+      "few_shot_bt": mean(p, "bt", "new_few_shot"),
+      "noratio_ood": P.span([_acc(ms["recouple_noratio"], "ood").mean()
+                             - _acc(ms["recouple"], "ood").mean() for ms in fs.values()],
+                            P.signed, sep=" to "),
+      "full_seeds": str(full["config"]["seeds"]),
+      "full_steps": P.thousands(full["config"]["steps"]),
+      "full_shifts": " and ".join(f"{s:g}" for s in shifts),
+      "full_wall": P.seconds(full["wall_time_s"]),
+      "full_table": P.table(["regime", "m", "ood: BT / ReCouPLe (gain)",
+                             "decorrelated: BT / ReCouPLe (gain)",
+                             "new task zero-shot: BT / ReCouPLe (gain)",
+                             "new task, 64 labels (gain)"], frows),
+      "strong_shift": f"{strong:g}",
+      "strong_bt": P.f(_acc(fs[("partial", strong)]["bt"], "ood").mean()),
+      "strong_rc": P.f(_acc(fs[("partial", strong)]["recouple"], "ood").mean()),
+      "strong_all": P.span([_acc(fs[("all", strong)][m], "ood").mean()
+                            for m in ("bt", "recouple")]),
+      "ood": f"{mean(p, 'recouple', 'ood')} against {mean(p, 'bt', 'ood')}",
+      "decorrelated": f"{mean(p, 'recouple', 'decorrelated')} against "
+                      f"{mean(p, 'bt', 'decorrelated')}",
+      "zero_shot": f"{mean(p, 'recouple', 'new_zero_shot')} against "
+                   f"{mean(p, 'bt', 'new_zero_shot')}",
+      "rc_ood": mean(p, "recouple", "ood"),
+      "clean": mean(p, "recouple", "clean"),
+      "all_gain": P.signed(gain(a, "ood").mean(), 2),
+      "hinge": f"{P.f(p['recouple_noratio']['train_terms']['ratio']['mean'])} to "
+               f"{P.f(p['recouple']['train_terms']['ratio']['mean'])}",
+  }
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ from __future__ import annotations
 import functools
 import os
 import time
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -49,8 +50,9 @@ import numpy as np
 from scipy import stats
 from tqdm.auto import tqdm
 
+from experiments import pages as P
 from experiments.cli import ExperimentCLI
-from experiments.records import machine, write_results
+from experiments.records import run_experiment
 from experiments.reporting import Claim, pm, sample_std
 from jaxlab.data import markov_text as mt
 from jaxlab.dynamics import trec
@@ -454,37 +456,139 @@ def cli() -> ExperimentCLI:
 
 
 def main(argv=None) -> dict:
-  args, scale, cfg = cli().parse(argv)
-  cfg = {**COMMON, **cfg}
-  items = tuple(sorted(cfg.items()))  # hashable: a static argument of the jitted runs
-  os.makedirs(args.out, exist_ok=True)
-  start = time.time()
-  confs = [(k, tau) for k in SCHEDULES for tau in cfg["tau_fracs"]]
-  bar = tqdm(total=cfg["trec_seeds"] + cfg["seeds"], desc="trec", unit="seed")
-  analysis = trec_phase(cfg, items, confs, bar)
-  trec_time = time.time() - start
-  phi = analysis["forgetting"]
-  bar.set_description("curriculum")
-  windows, results, example_trecs = curriculum_phase(cfg, items, phi, bar)
-  bar.close()
-  curriculum = summarize_curriculum(cfg, windows, results)
-  table = format_tables(analysis, curriculum)
-  wd_c = weight_decay(cfg["curriculum_tau_frac"], cfg)
-  result = {"scale": scale, "config": cfg, "trec": analysis, "curriculum": curriculum,
-            "curriculum_weight_decay": wd_c, "wall_time_s": time.time() - start,
-            "trec_time_s": trec_time, "machine": machine()}
-  result["figures"] = [plot_trec(cfg, analysis, args.out),
-                       plot_curriculum(cfg, schedule("wsd", cfg), wd_c, phi, curriculum,
-                                       example_trecs, args.out)]
-  note = (f"Tiny transformer ({cfg['layers']} layers, d={cfg['d_model']}, vocab {cfg['vocab']}), "
-          f"{cfg['steps']} AdamW steps of {cfg['batch']} x {cfg['seq_len']} tokens, peak lr "
-          f"{cfg['peak_lr']:g}. TREC: mean over {cfg['trec_seeds']} seed(s); r = Pearson, "
-          f"rho = Spearman vs the predicted curve; argmins as fractions of training. "
-          f"Curriculum: WSD, tau = {cfg['curriculum_tau_frac']:g} T, {cfg['seeds']} seeds; "
-          "gain = HQ loss at the end minus at this placement (paired by seed, positive = "
-          "better than the end).")
-  write_results(args.out, "trec", result, table, note, argv=argv)
-  return result
+  examples = {}  # seed 0's TRECs of the curriculum arms: drawn, not recorded
+
+  def run(cfg, args):
+    items = tuple(sorted(cfg.items()))  # hashable: a static argument of the jitted runs
+    start = time.time()
+    confs = [(k, tau) for k in SCHEDULES for tau in cfg["tau_fracs"]]
+    bar = tqdm(total=cfg["trec_seeds"] + cfg["seeds"], desc="trec", unit="seed")
+    analysis = trec_phase(cfg, items, confs, bar)
+    trec_time = time.time() - start
+    bar.set_description("curriculum")
+    windows, results, examples["trecs"] = curriculum_phase(cfg, items, analysis["forgetting"],
+                                                           bar)
+    bar.close()
+    return {"trec": analysis, "curriculum": summarize_curriculum(cfg, windows, results),
+            "curriculum_weight_decay": weight_decay(cfg["curriculum_tau_frac"], cfg),
+            "trec_time_s": trec_time}
+
+  def figures(result, out):
+    cfg = result["config"]
+    return [plot_trec(cfg, result["trec"], out),
+            plot_curriculum(cfg, schedule("wsd", cfg), result["curriculum_weight_decay"],
+                            result["trec"]["forgetting"], result["curriculum"],
+                            examples["trecs"], out)]
+
+  def note(result):
+    cfg = result["config"]
+    return (f"Tiny transformer ({cfg['layers']} layers, d={cfg['d_model']}, vocab "
+            f"{cfg['vocab']}), {cfg['steps']} AdamW steps of {cfg['batch']} x {cfg['seq_len']} "
+            f"tokens, peak lr {cfg['peak_lr']:g}. TREC: mean over {cfg['trec_seeds']} seed(s); "
+            "r = Pearson, rho = Spearman vs the predicted curve; argmins as fractions of "
+            f"training. Curriculum: WSD, tau = {cfg['curriculum_tau_frac']:g} T, "
+            f"{cfg['seeds']} seeds; gain = HQ loss at the end minus at this placement (paired "
+            "by seed, positive = better than the end).")
+
+  # the parsed configuration already holds COMMON (cli() merges it into every scale)
+  return run_experiment(argv, cli(), "trec", run, figures,
+                        lambda r: format_tables(r["trec"], r["curriculum"]), note)
+
+
+# ---------------------------------------------------------------------------
+# Page text: the generated regions of docs/methods/trec.md
+
+
+_PLACEMENT = {"start": "start", "predicted_ema": "EMA minimum",
+              "predicted_calibrated": "calibrated minimum", "end": "end"}
+
+
+def _curriculum(result: dict) -> dict[tuple[float, str], dict]:
+  """``(slice, arm) -> row`` with per-seed ``hq`` and ``gain`` (end minus this arm)."""
+  rows = {(r["slice_frac"], r["arm"]): dict(r) for r in result["curriculum"]}
+  for (frac, _), r in rows.items():
+    end = np.asarray(rows[(frac, "end")]["hq_loss"]["per_seed"])
+    r["hq"] = np.asarray(r["hq_loss"]["per_seed"])
+    r["gain"] = end - r["hq"]
+  return rows
+
+
+def _trec_corr(result: dict, which: str, keep: Callable[[dict], bool]) -> list[float]:
+  return [c["corr"][which]["pearson_smoothed"] for c in result["trec"]["configs"] if keep(c)]
+
+
+def _argmin_gap(result: dict, keep: Callable[[dict], bool]) -> float:
+  return max(abs(c["argmin_frac"]["calibrated"] - c["argmin_frac"]["measured"])
+             for c in result["trec"]["configs"] if keep(c))
+
+
+def page() -> dict[str, str]:
+  """``{region: text}`` for docs/methods/trec.md, from the committed quick and full records
+  (``docs/results/trec/``)."""
+  quick, full = P.load("trec", "quick"), P.load("trec", "full")
+  rows = []
+  for c in quick["trec"]["configs"]:
+    e, k, a = c["corr"]["ema"], c["corr"]["calibrated"], c["argmin_frac"]
+    rows.append([c["schedule"], f"{c['tau_frac']:g}",
+                 f"{P.f(e['pearson'])} / {P.f(e['pearson_smoothed'])}",
+                 f"{P.f(k['pearson'])} / {P.f(k['pearson_smoothed'])}"
+                 + (" (fit)" if c["calibration_config"] else ""),
+                 " / ".join(P.f(a[x]) for x in ("measured", "ema", "calibrated"))])
+  cur = _curriculum(quick)
+  crows = []
+  for frac in quick["config"]["slice_fracs"]:
+    arms = [r for (fr, _), r in cur.items() if fr == frac]
+    best = max(r["gain"].mean() for r in arms)
+    for r in arms:
+      gain = "0" if r["arm"] == "end" else P.pm(r["gain"], P.signed, lambda v: P.f(v, 3))
+      if r["arm"] != "end" and r["gain"].mean() == best and best > 0:
+        gain = f"**{gain}**"
+      crows.append([f"{100 * frac:g}%", f"{_PLACEMENT[r['arm']]} ({P.f(r['start_frac'])} T)",
+                    P.pm(r["hq"], lambda v: P.f(v, 3)), gain, P.f(r["general_loss"]["mean"], 3)])
+  strong = lambda c: c["tau_frac"] <= 0.1  # noqa: E731
+  short = quick["config"]["slice_fracs"][0]
+  n = len(cur[(short, "end")]["hq"])
+  k = int(np.sum(cur[(short, "predicted_ema")]["gain"] > 0))
+  others = lambda rows_, frac: [r for (fr, arm), r in rows_.items()  # noqa: E731
+                                if fr == frac and arm != "end"]
+  fcur = _curriculum(full)
+  fshort, flong = full["config"]["slice_fracs"]
+  fema, fcal = fcur[(fshort, "predicted_ema")], fcur[(fshort, "predicted_calibrated")]
+  loses = int(np.sum(fema["gain"] < 0))
+  nf = len(fema["gain"])
+  return {
+      "quick_wall": P.seconds(quick["wall_time_s"]),
+      "window": str(quick["trec"]["smooth_window"]),
+      "table": P.table(["schedule", "tau/T", "r, AdamW EMA",
+                        "r, calibrated (`phi` fit on constant tau=2T)",
+                        "argmin measured / EMA / calibrated"], rows),
+      "seeds": str(quick["config"]["seeds"]),
+      "curriculum": P.table(["slice", "placement (start)", "HQ loss", "gain vs end",
+                             "general loss"], crows),
+      "ema_seeds": f"all {n}" if k == n else f"{k} of {n}",  # seeds whose EMA gain is > 0
+      "full_wall": P.seconds(full["wall_time_s"]),
+      "full_steps": P.thousands(full["config"]["steps"]),
+      "full_trec_seeds": str(full["config"]["trec_seeds"]),
+      "full_seeds": str(full["config"]["seeds"]),
+      "full_strong_r": P.span(_trec_corr(full, "ema", strong)),
+      "full_weak_r": P.span(_trec_corr(full, "ema", lambda c: not strong(c)), sep=" to "),
+      "full_phi": P.g(full["trec"]["forgetting"], 2),
+      "full_cal_r": P.span(_trec_corr(full, "calibrated", lambda c: True)),
+      "full_cal_gap": P.g(_argmin_gap(full, lambda c: True), 1),
+      "full_ema_start": P.f(fema["start_frac"]),
+      "full_ema_loss": P.pm(-fema["gain"], lambda v: P.f(v, 3)),
+      "full_ema_seeds": "every seed" if loses == nf else f"{loses} of {nf} seeds",
+      "full_cal_start": P.f(fcal["start_frac"]),
+      "full_cal_gain": P.pm(fcal["gain"], P.signed, lambda v: P.f(v, 3)),
+      "full_long_end_wins": P.span([-r["gain"].mean() for r in others(fcur, flong)]),
+      "full_long_general": f"{P.f(fcur[(flong, 'end')]['general_loss']['mean'])} vs "
+                           + P.span([r["general_loss"]["mean"] for r in others(fcur, flong)]),
+      "quick_gains": P.span([r["gain"].mean() for r in others(cur, short)], P.signed, sep=" to "),
+      "quick_setup": (f"{P.thousands(quick['config']['steps'])} AdamW steps of "
+                      f"{quick['config']['batch']} x {quick['config']['seq_len']} tokens, "
+                      f"{quick['config']['layers']}-layer transformer, d = "
+                      f"{quick['config']['d_model']}, vocab {quick['config']['vocab']}"),
+  }
 
 
 if __name__ == "__main__":

@@ -21,17 +21,15 @@ devices. :func:`claims` gives the report rows. Writes ``results.json``,
 
 from __future__ import annotations
 
-import os
-import time
-
 import jax
 import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
 from tqdm.auto import tqdm
 
+from experiments import pages as P
 from experiments.cli import ExperimentCLI
-from experiments.records import machine, write_results
+from experiments.records import run_experiment
 from experiments.reporting import Claim, pm, sample_std, save_figure
 from jaxlab.preference import digit_pairs as D
 from jaxlab.preference import ttm
@@ -188,21 +186,78 @@ def cli() -> ExperimentCLI:
 
 
 def main(argv=None) -> dict:
-  args, scale, cfg = cli().parse(argv)
-  os.makedirs(args.out, exist_ok=True)
-  start = time.time()
-  data = D.load_split(seed=0)
-  jobs = [(s, n) for n in cfg["order_noise"] for s in range(cfg["seeds"])]
-  runs = [run_one(s, n, cfg, data) for s, n in tqdm(jobs, desc="ttm", unit="run")]
-  rows = summarize(runs, cfg["order_noise"])
-  result = {"scale": scale, "config": cfg, "runs": runs, "summary": rows,
-            "wall_time_s": time.time() - start, "machine": machine()}
-  result["figures"] = plot(runs, rows, cfg["order_noise"], args.out)
-  write_results(args.out, "ttm", result, format_table(rows),
-                f"{cfg['groups']} test groups of 2 x 2, mean ± std over {cfg['seeds']} seeds; "
-                "TTM and the oracle are evaluated on the groups they fine-tune on "
-                "(test-time adaptation, as in the paper).", argv=argv)
-  return result
+  def run(cfg, args):
+    data = D.load_split(seed=0)
+    jobs = [(s, n) for n in cfg["order_noise"] for s in range(cfg["seeds"])]
+    runs = [run_one(s, n, cfg, data) for s, n in tqdm(jobs, desc="ttm", unit="run")]
+    return {"runs": runs, "summary": summarize(runs, cfg["order_noise"])}
+
+  return run_experiment(
+      argv, cli(), "ttm", run,
+      lambda r, out: plot(r["runs"], r["summary"], r["config"]["order_noise"], out),
+      lambda r: format_table(r["summary"]),
+      lambda r: (f"{r['config']['groups']} test groups of 2 x 2, mean ± std over "
+                 f"{r['config']['seeds']} seeds; TTM and the oracle are evaluated on the groups "
+                 "they fine-tune on (test-time adaptation, as in the paper)."))
+
+
+# ---------------------------------------------------------------------------
+# Page text: the generated regions of docs/methods/ttm.md
+
+
+_STAGE = {"before": "pre-trained", "after": "after TTM", "oracle": "oracle fine-tune"}
+
+
+def _per_seed(result: dict, noise: float, stage: str, metric: str) -> np.ndarray:
+  runs = sorted((r for r in result["runs"] if r["order_noise"] == noise), key=lambda r: r["seed"])
+  return np.asarray([r[stage][metric] for r in runs], np.float64)
+
+
+def page() -> dict[str, str]:
+  """``{region: text}`` for docs/methods/ttm.md, from the committed quick and full records
+  (``docs/results/ttm/``)."""
+  quick, full = P.load("ttm", "quick"), P.load("ttm", "full")
+  fmt = lambda v: P.f(v, 3)  # noqa: E731
+  rows = [[f"{noise:g}", _STAGE[stage]]
+          + [P.pm(_per_seed(quick, noise, stage, m), fmt)
+             for m in ("text", "image", "group", "group_match")]
+          for noise in quick["config"]["order_noise"] for stage in _STAGE]
+  frows = [[f"{noise:g}", _STAGE[stage]]
+           + [P.pm(_per_seed(full, noise, stage, m), fmt) for m in ("group", "group_match")]
+           for noise in full["config"]["order_noise"] for stage in ("before", "after")]
+  lo, hi = full["config"]["order_noise"][0], full["config"]["order_noise"][-1]
+  up = lambda noise: (_per_seed(full, noise, "after", "group_match")  # noqa: E731
+                      - _per_seed(full, noise, "before", "group_match"))
+  d_lo, d_hi = up(lo), up(hi)
+  worst = int(np.argmin(d_hi))
+  n = len(d_lo)
+  noises = sorted(quick["config"]["order_noise"], reverse=True)
+  return {
+      "quick_seeds": str(quick["config"]["seeds"]),
+      "quick_groups": P.thousands(quick["config"]["groups"]),
+      "quick_rounds": f"{quick['config']['rounds']} rounds x {quick['config']['epochs']} epochs",
+      "quick_wall": P.seconds(quick["wall_time_s"]),
+      "quick_table": P.table(["order noise", "stage", "text", "image", "group score",
+                              "GroupMatch"], rows),
+      "full_seeds": str(full["config"]["seeds"]),
+      "full_groups": P.thousands(full["config"]["groups"]),
+      "full_rounds": f"{full['config']['rounds']} rounds x {full['config']['epochs']} epochs",
+      "full_wall": P.seconds(full["wall_time_s"]),
+      "full_table": P.table(["order noise", "stage", "group score", "GroupMatch"], frows),
+      "reveal": P.span([_per_seed(quick, nz, "before", "group_match").mean() for nz in noises]),
+      "turns": ", ".join(f"{P.f(_per_seed(quick, nz, 'before', 'group').mean())} → "
+                         f"{P.f(_per_seed(quick, nz, 'after', 'group').mean())}" for nz in noises),
+      "lo_gm": f"{fmt(_per_seed(full, lo, 'before', 'group_match').mean())} → "
+               f"{fmt(_per_seed(full, lo, 'after', 'group_match').mean())}",
+      "lo_up": (f"up in all {n} seeds" if np.all(d_lo > 0)
+                else f"up in {int(np.sum(d_lo > 0))} of {n} seeds")
+               + f", {P.span(d_lo, lambda v: P.signed(v, 2), sep=' to ')}",
+      "hi_counts": f"up in {int(np.sum(d_hi > 0))} seeds and down in {int(np.sum(d_hi < 0))}",
+      "hi_gm": f"{fmt(_per_seed(full, hi, 'before', 'group_match').mean())} → "
+               f"{fmt(_per_seed(full, hi, 'after', 'group_match').mean())}",
+      "hi_worst": f"{P.f(_per_seed(full, hi, 'before', 'group_match')[worst])} → "
+                  f"{P.f(_per_seed(full, hi, 'after', 'group_match')[worst])}",
+  }
 
 
 if __name__ == "__main__":
