@@ -13,11 +13,12 @@ import experiments
 from experiments.cli import ExperimentCLI, _kind
 
 # scripts only: packages (experiments/cpp, the official C++ program's build) are helpers,
-# docs is the doc generator, and cli, records, reporting, timing, methods and protocol are
-# the scripts' shared modules
+# docs is the doc generator, mutations the mutation runner (argparse of its own), and cli,
+# records, reporting, timing, pages, methods and protocol are the scripts' shared modules
+SHARED = ("__init__", "cli", "docs", "methods", "mutations", "pages", "protocol", "records",
+          "reporting", "timing")
 MODULES = sorted(m.name for m in pkgutil.iter_modules(experiments.__path__)
-                 if not m.ispkg and m.name not in ("__init__", "cli", "docs", "methods", "protocol",
-                                                   "records", "reporting", "timing"))
+                 if not m.ispkg and m.name not in SHARED)
 
 
 def _changed(value, kind, elem, choices):

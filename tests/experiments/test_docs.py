@@ -4,14 +4,10 @@ import glob
 import os
 import re
 
-from experiments import docs
+from experiments import docs, methods, pages
 
-METHODS = ("quant_optim", "matching_incremental", "flow_actor_critic", "dipper", "fractal_gd",
-           "trec", "alpha_dpo", "recouple", "ttm", "lm_toolkit", "adaback",
-           "expert_divergence", "cocomix", "sstoken",
-           "sfdd", "cascadia", "g_nll", "freekv", "planned_diffusion", "fastflow",
-           "distill_kac", "lumos", "redacbench", "virf", "ata", "ttom", "tru",
-           "asguard", "dl4nd", "egoworld", "tvi", "care", "greedy", "satdreamer", "vprl")
+# every page of the registry: the methods' and the shared components'
+METHODS = (*(m.module for m in methods.METHODS), *(c.source for c in methods.COMPONENTS))
 
 
 def test_generated_regions_match_the_committed_results():
@@ -19,6 +15,27 @@ def test_generated_regions_match_the_committed_results():
   listing = "\n".join(f"{path}: gen:{key}: committed {old[:80]!r}, generated {new[:80]!r}"
                       for path, regions in stale.items() for key, old, new in regions)
   assert not stale, "run `python -m experiments.docs`:\n" + listing
+  # every record the docs read was made from a clean tree (a dirty one decides nothing)
+  assert not pages.dirty_records(), "re-record from a clean checkout: " + str(
+      pages.dirty_records())
+
+
+def test_every_method_page_shows_its_verdicts_under_the_protocol():
+  for m in methods.METHODS:
+    text = open(os.path.join(docs.ROOT, m.page)).read()
+    assert f"<!-- gen:{m.module}.evidence -->" in text.split("\n\n")[1], m.page
+    assert f"## Verdicts under the protocol\n\n<!-- gen:{m.module}.verdicts -->" in text
+  ttm = docs.values("ttm")
+  assert "test bed under repair (issue 42)" in ttm["evidence"]
+  assert "| cannot tell (test bed under repair, issue 42; the script's old rule:" in (
+      ttm["verdicts"])
+
+
+def test_check_refuses_a_dirty_record(monkeypatch, capsys):
+  monkeypatch.setattr(docs, "stale", dict)
+  monkeypatch.setitem(pages.LOADED, "docs/results/x/quick/results.json", {"git_dirty": True})
+  assert docs.main(["--check"]) == 1
+  assert "x/quick/results.json: made from a dirty tree" in capsys.readouterr().out
 
 
 def test_every_method_has_a_page_and_the_readme_links_it():
@@ -42,7 +59,8 @@ def test_no_hand_typed_numbers_in_method_tables():
 
 
 def test_render_refreshes_and_reports_stale_regions(monkeypatch):
-  monkeypatch.setitem(docs.SOURCES, "fake", lambda: {"x": "1.23", "t": "| a |\n|---|\n| 4 |"})
+  monkeypatch.setattr(docs, "sources",
+                      lambda: {"fake": lambda: {"x": "1.23", "t": "| a |\n|---|\n| 4 |"}})
   docs.values.cache_clear()
   try:
     text = ("value <!-- gen:fake.x -->9.99<!-- /gen --> and\n"
@@ -56,13 +74,13 @@ def test_render_refreshes_and_reports_stale_regions(monkeypatch):
 
 
 def test_spread_is_mean_and_sample_std():
-  assert docs.pm([1.0, 2.0, 3.0], lambda x: f"{x:.1f}") == "2.0 ± 1.0"  # ddof=1
-  assert docs.pm([0.5], lambda x: f"{x:.1f}") == "0.5"  # one seed: no spread
-  assert docs.minmax([3.0, 1.0, 2.0], lambda x: f"{x:.0f}") == "1-3"
+  assert pages.pm([1.0, 2.0, 3.0], lambda x: f"{x:.1f}") == "2.0 ± 1.0"  # ddof=1
+  assert pages.pm([0.5], lambda x: f"{x:.1f}") == "0.5"  # one seed: no spread
+  assert pages.minmax([3.0, 1.0, 2.0], lambda x: f"{x:.0f}") == "1-3"
 
 
 def test_committed_results_stay_under_1mb_with_provenance():
-  paths = glob.glob(os.path.join(docs.RESULTS, "**", "results.json"), recursive=True)
+  paths = glob.glob(os.path.join(pages.RESULTS, "**", "results.json"), recursive=True)
   assert len(paths) >= 9
   for path in paths:
     assert os.path.getsize(path) < 1_000_000, path
