@@ -45,15 +45,14 @@ from experiments.cli import ExperimentCLI
 from experiments.pages import f, g, load, seconds, span, table
 from experiments.records import run_experiment
 from experiments.reporting import Claim
-from jaxlab.optim import quantize_params, quantized_adam, quantized_muon
-from jaxlab.optim.problems import (
+from jaxlab.data.optim_problems import (
   DATASETS,
   load_classification,
   make_least_squares,
-  mlp_net,
   rosenbrock,
-  train,
 )
+from jaxlab.optim import quantize_params, quantized_adam, quantized_muon
+from jaxlab.optim.problems import mlp_net, train
 from jaxlab.quant import FloatFormat
 from jaxlab.training import shard_seeds
 

@@ -31,6 +31,7 @@ from experiments import pages as P
 from experiments.cli import ExperimentCLI
 from experiments.records import run_experiment
 from experiments.reporting import Claim, pm, sample_std, save_figure
+from jaxlab.data.digit_pairs import DigitSplit, load_split, make_groups
 from jaxlab.preference import digit_pairs as D
 from jaxlab.preference import ttm
 
@@ -52,11 +53,11 @@ def scores(net, params, groups) -> dict[str, float]:
   return {name: float(jnp.mean(fn(sim))) for name, fn in METRICS.items()}
 
 
-def run_one(seed: int, noise: float, cfg: dict, data: D.DigitSplit) -> dict:
+def run_one(seed: int, noise: float, cfg: dict, data: DigitSplit) -> dict:
   net, losses = D.pretrain(jax.random.key(seed), data, steps=cfg["pretrain_steps"],
                            order_noise=noise)
-  groups = D.make_groups(jax.random.key(1000 + seed), data.test_images, data.test_labels,
-                         cfg["groups"])
+  groups = make_groups(jax.random.key(1000 + seed), data.test_images, data.test_labels,
+                       cfg["groups"])
   before = scores(net, net.params, groups)
   finetune = D.make_finetune(net, epochs=cfg["epochs"], seed=seed)
   sim_fn = lambda p, g: D.group_similarity(net, p, g)  # noqa: E731
@@ -187,7 +188,7 @@ def cli() -> ExperimentCLI:
 
 def main(argv=None) -> dict:
   def run(cfg, args):
-    data = D.load_split(seed=0)
+    data = load_split(seed=0)
     jobs = [(s, n) for n in cfg["order_noise"] for s in range(cfg["seeds"])]
     runs = [run_one(s, n, cfg, data) for s, n in tqdm(jobs, desc="ttm", unit="run")]
     return {"runs": runs, "summary": summarize(runs, cfg["order_noise"])}

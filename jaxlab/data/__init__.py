@@ -57,10 +57,6 @@ Modules:
   (SatDreamer360's test bed).
 * :mod:`~jaxlab.data.optim_problems`: optimizer test problems (Rosenbrock, least
   squares, digits / MNIST / CIFAR-10 classification through ``tfds.data_source``).
-
-The methods' old import paths (``jaxlab.matching.instances``, ``jaxlab.optim.problems``,
-``jaxlab.preference.digit_pairs``, ``jaxlab.preference.recouple.PreferenceData``)
-re-export from here.
 """
 
 import importlib

@@ -13,7 +13,7 @@ pair at most once, in a random order, so contrastive pre-training never needs
 order to tell a batch's captions apart: an encoder learns digit identity well
 and order only incidentally, the bag-of-words bias the Test-Time Matching
 paper finds in CLIP-style models. The encoder and its training live in
-:mod:`jaxlab.preference.digit_pairs` (which re-exports every name here).
+:mod:`jaxlab.preference.digit_pairs`.
 
 Example:
   >>> data = load_split(seed=0)

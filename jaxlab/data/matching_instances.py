@@ -1,8 +1,7 @@
 """Offline instances of incremental metric matching, standing in for the paper's four datasets.
 
 Each generator returns ``(servers, requests, metric)`` ready for
-:func:`jaxlab.matching.init` / ``insert`` (the old path ``jaxlab.matching.instances``
-re-exports this module): coordinates for "euclidean" and "l1",
+:func:`jaxlab.matching.init` / ``insert``: coordinates for "euclidean" and "l1",
 or a ``(num_requests, n)`` shortest-path distance matrix with row indices for
 "precomputed". All are generated locally (no download).
 

@@ -1,8 +1,8 @@
 """Optimization test problems: small deterministic objectives and classification data.
 
 Used by the optimizer studies (``jaxlab.optim``, ``experiments/quant_optim.py``,
-``experiments/bench_quant_optim.py``); the old path ``jaxlab.optim.problems``
-re-exports every name here.
+``experiments/bench_quant_optim.py``); the MLP classifier and the scanned training loop
+live in :mod:`jaxlab.optim.problems`.
 
 * :func:`rosenbrock`: the chained Rosenbrock function over any array;
 * :func:`make_least_squares`: a random linear regression, noiseless or noisy;

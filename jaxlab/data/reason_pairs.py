@@ -2,7 +2,7 @@
 
 Pairs of trajectory segments with a preference label, a *reason* vector (why
 the chosen segment is better) and a *task* vector (:class:`PreferenceData`, the
-input of :mod:`jaxlab.preference.recouple`, which re-exports it), and the
+input of :mod:`jaxlab.preference.recouple`), and the
 multi-task generator of ``experiments/recouple.py`` (the design is ours; the
 paper uses ManiSkill / Meta-World with T5 text embeddings):
 

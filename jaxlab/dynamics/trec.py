@@ -78,12 +78,11 @@ import optax
 from jax.typing import ArrayLike
 
 from jaxlab.core.checks import concrete
-from jaxlab.training.fit import FitState, fit
+from jaxlab.training.fit import fit
 from jaxlab.training.schedules import SCHEDULES, lr_schedule
 
 __all__ = [
     "SCHEDULES",
-    "TrainState",
     "adamw_ema_coefficients",
     "batch_weights",
     "best_window",
@@ -283,9 +282,6 @@ def fit_forgetting(curve: ArrayLike, learning_rates: ArrayLike, weight_decay: fl
   scores = [np.corrcoef(moving_average(predict_trec(learning_rates, weight_decay, b1, phi),
                                        window), y)[0, 1] for phi in cands]
   return float(cands[int(np.nanargmax(scores))])
-
-
-TrainState = FitState  # the old name of train_adamw's loop state: now the shared loop's
 
 
 def train_adamw(loss_fn: Callable[[Any, Any], jax.Array], params: Any, batches: Any,

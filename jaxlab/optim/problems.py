@@ -1,16 +1,11 @@
-"""Test problems and a scanned training loop for optimizer studies.
+"""A classifier and a scanned training loop for optimizer studies.
 
-Small, deterministic objectives on which quantized optimizers are compared
-(used by ``experiments/quant_optim.py``, ``experiments/bench_quant_optim.py``
-and the tests). The problems' data live in :mod:`jaxlab.data.optim_problems`
-and are re-exported here:
+Used by ``experiments/quant_optim.py``, ``experiments/bench_quant_optim.py`` and the
+tests, on the problems of :mod:`jaxlab.data.optim_problems` (Rosenbrock, least squares,
+digits / MNIST / CIFAR-10 classification):
 
-* :func:`rosenbrock`: the chained Rosenbrock function over any array;
-* :func:`make_least_squares`: a random linear regression, noiseless or noisy;
-* :class:`MLP` (flax nnx, held as a :class:`~jaxlab.nn.Net` by :func:`mlp_net`) and
-  :func:`load_classification`: an MLP classifier on
-  scikit-learn's bundled digits, or MNIST / CIFAR-10 through
-  ``tfds.data_source`` when that data is prepared locally as ArrayRecord.
+* :class:`MLP` (flax nnx, held as a :class:`~jaxlab.nn.Net` by :func:`mlp_net`): a GELU
+  MLP classifier for :func:`jaxlab.data.optim_problems.load_classification`'s data.
 
 :func:`train` runs an optax optimizer for a fixed number of steps as one
 ``lax.scan`` (the shared :func:`jaxlab.training.fit`) and records the objective
@@ -28,14 +23,6 @@ import jax.numpy as jnp
 import optax
 from flax import nnx
 
-from jaxlab.data.optim_problems import (  # noqa: F401  (re-exported: the old import path)
-    DATASETS,
-    Classification,
-    LeastSquares,
-    load_classification,
-    make_least_squares,
-    rosenbrock,
-)
 from jaxlab.nn import Net
 from jaxlab.training.fit import fit
 

@@ -9,8 +9,8 @@ Modules:
   (ReCouPLe) and a Bradley-Terry baseline.
 * :mod:`~jaxlab.preference.ttm`: group score, GroupMatch, their chance levels
   and the Test-Time Matching self-training loop.
-* :mod:`~jaxlab.preference.digit_pairs`: the offline digit-pair image/caption
-  test bed and a small CLIP-style dual encoder for TTM.
+* :mod:`~jaxlab.preference.digit_pairs`: a small CLIP-style dual encoder for TTM
+  on the digit-pair image/caption test bed (:mod:`jaxlab.data.digit_pairs`).
 """
 
 from jaxlab.preference import alpha_dpo, digit_pairs, recouple, ttm

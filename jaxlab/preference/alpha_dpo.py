@@ -99,8 +99,8 @@ from jax.flatten_util import ravel_pytree
 from jaxlab.core.checks import check_range, concrete
 from jaxlab.models.ddpm import Schedule, per_sample_eps_error
 from jaxlab.nn import Net
-from jaxlab.training.fit import FitState, minibatch_sampler
 from jaxlab.training.fit import fit as train_fit
+from jaxlab.training.fit import minibatch_sampler
 
 LOSSES = ("dpo", "alpha", "alpha_dynamic")
 _EXPREL_EPS = 1e-4  # below: exprel by its series
@@ -398,9 +398,6 @@ def preference_loss(params: Any, ref_params: Any, net: Net, schedule: Schedule,
           for k, v in _info("dpo", value, z, err_w, err_l, ref_w, ref_l).items()}
   info["pref/alpha"] = alpha
   return value, info
-
-
-FinetuneState = FitState  # the old name of the fine-tuning loop state: now the shared loop's
 
 
 def finetune(key: jax.Array, net: Net, schedule: Schedule, x_w: jax.Array, x_l: jax.Array,

@@ -1,6 +1,6 @@
-"""Digit-pair images with relational captions, and a small dual encoder for them.
+"""A small dual encoder for digit-pair images with relational captions.
 
-The test bed (:mod:`jaxlab.data.digit_pairs`, re-exported here) is the compositional
+The test bed (:mod:`jaxlab.data.digit_pairs`) is the compositional
 test bed of :mod:`jaxlab.preference.ttm`: an image shows two
 of scikit-learn's 8 x 8 digits side by side (8 x 16 pixels), its caption is
 the three tokens ``[a, LEFT_OF, b]`` ("a left of b"). A test *group* holds the
@@ -15,6 +15,7 @@ well and order only incidentally, the bag-of-words bias the Test-Time Matching
 paper finds in CLIP-style models.
 
 Example:
+  >>> from jaxlab.data.digit_pairs import load_split, make_groups
   >>> data = load_split(seed=0)
   >>> enc = Net.create(DualEncoder(rngs=nnx.Rngs(0)))
   >>> groups = make_groups(jax.random.key(1), data.test_images, data.test_labels, 200)
@@ -29,18 +30,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from jaxlab.data.digit_pairs import (  # noqa: F401  (re-exported: the test bed's old path)
-  IMAGE_DIM,
-  LEFT_OF,
-  VOCAB,
-  DigitSplit,
-  Groups,
-  caption,
-  load_split,
-  make_groups,
-  pair_image,
-  pretraining_batch,
-)
+from jaxlab.data.digit_pairs import IMAGE_DIM, VOCAB, DigitSplit, Groups, pretraining_batch
 from jaxlab.nn import MLP, Net
 from jaxlab.preference.ttm import PseudoMatch
 from jaxlab.training.fit import fit
@@ -174,6 +164,4 @@ def _finetune_scan(net, weight_decay, images, toks, selected, order, lr0):
   return fit(loss, opt, net.params, batches=order).state.params
 
 
-__all__ = ["LEFT_OF", "DigitSplit", "DualEncoder", "Groups", "caption", "clip_loss",
-           "group_similarity", "load_split", "make_finetune", "make_groups", "pair_image",
-           "pretrain", "pretraining_batch"]
+__all__ = ["DualEncoder", "clip_loss", "group_similarity", "make_finetune", "pretrain"]

@@ -7,7 +7,6 @@ from jaxlab.quant.float_format import (
     quantize_bits,
     quantize_f32,
     quantize_tree,
-    random_bits,
 )
 
 __all__ = [
@@ -17,5 +16,4 @@ __all__ = [
     "quantize_bits",
     "quantize_f32",
     "quantize_tree",
-    "random_bits",
 ]

@@ -41,7 +41,7 @@ import numpy as np
 from jax import lax
 
 from jaxlab.core.checks import check_int, check_range, concrete
-from jaxlab.core.rng import as_key, hash_bits, key_words, random_bits, stream_bits  # noqa: F401 (re-exported)
+from jaxlab.core.rng import as_key, random_bits
 
 ROUNDING_MODES = ("nearest", "stochastic", "truncate")
 

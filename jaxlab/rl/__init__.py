@@ -5,12 +5,9 @@ Modules: :mod:`~jaxlab.rl.networks` (velocity field, one-step actor, critic ense
 :mod:`~jaxlab.rl.train` (offline pipeline),
 :mod:`~jaxlab.rl.hrl` (FLAT / HIER / DIPPER loop), :mod:`~jaxlab.rl.ogbench_data`
 (OGBench datasets; needs the ``ogbench`` extra, imported lazily). The flow-matching
-utilities live in :mod:`jaxlab.nn.flows`; :func:`euler_sample`, :func:`flow_matching_loss`
-and :func:`log_prob` are re-exported here.
+utilities live in :mod:`jaxlab.nn.flows`.
 """
 
-from jaxlab.nn.flows import euler_sample, flow_matching_loss, log_prob
 from jaxlab.rl import agents, hrl, networks, train
 
-__all__ = ["agents", "euler_sample", "flow_matching_loss", "hrl", "log_prob", "networks",
-           "train"]
+__all__ = ["agents", "hrl", "networks", "train"]

@@ -13,7 +13,7 @@ import numpy as np
 
 from experiments import bench_matching, matching_incremental
 from experiments.reporting import Ratio, check_claims
-from jaxlab.matching import instances
+from jaxlab.data import matching_instances as instances
 
 
 def _check_claims(rows):

@@ -6,13 +6,8 @@ import numpy as np
 import optax
 import pytest
 
-from jaxlab.optim.problems import (
-    load_classification,
-    make_least_squares,
-    mlp_functional,
-    mlp_net,
-    train,
-)
+from jaxlab.data.optim_problems import load_classification, make_least_squares
+from jaxlab.optim.problems import mlp_functional, mlp_net, train
 
 
 def test_train_records_evals_and_matches_python_loop():
