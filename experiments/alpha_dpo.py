@@ -60,10 +60,9 @@ from experiments.cli import ExperimentCLI
 from experiments.records import run_experiment
 from experiments.reporting import Claim, save_figure
 from jaxlab.core.stats import spread
-from jaxlab.data.reward_tasks import (  # noqa: F401  (digits_task: the old experiment name)
+from jaxlab.data.reward_tasks import (
   TASKS,
   Task,
-  digits_task,
   label_pairs,
   mixture_task,
   sample_stats,

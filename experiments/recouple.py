@@ -68,17 +68,14 @@ from experiments import pages as P
 from experiments.cli import ExperimentCLI
 from experiments.records import run_experiment
 from experiments.reporting import Claim, pm, sample_std, save_figure
-from jaxlab.data.reason_pairs import (  # noqa: F401  (re-exported: the experiment's old names)
+from jaxlab.data.reason_pairs import (
   EMBED_DIM,
-  N_CAUSAL,
   N_FEATURES,
   NEW_WEIGHTS,
   REGIMES,
-  SPURIOUS,
   TRAIN_WEIGHTS,
   Geometry,
   geometry,
-  make_pairs,
   setting_data,
   true_return_gap,
 )
