@@ -41,6 +41,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -54,6 +55,16 @@ UNITS = ("seed", "item")
 MIN_UNITS = {"seed": 5, "item": 200}  # the protocol's floors: t over >= 5 seeds, >= 200 items
 LEVEL = 0.95
 RESAMPLES = 2000
+
+
+_NUMBERS = (float, int, np.float64, np.float32)  # the fast path of Arm.get's value check
+
+
+def _check_margin(name: str, value: Any) -> None:
+  """A margin is a finite real number > 0 (``np.float32`` included, ``bool`` not)."""
+  if (isinstance(value, bool) or not isinstance(value, numbers.Real)
+      or not math.isfinite(value) or value <= 0):
+    raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
 
 
 # ---------------------------------------------------------------------------
@@ -84,6 +95,13 @@ class Arm:
     if not isinstance(self.path, str) or not self.path or "*" not in self.path.split("."):
       raise ValueError(f"path must be dotted keys with at least one '*' over the units, got "
                        f"{self.path!r}")
+    if not isinstance(self.where, Mapping):
+      raise TypeError(f"where must be a mapping of field -> value, got {self.where!r}")
+
+  @property
+  def stars(self) -> int:
+    """How many ``*`` the path has: 1 for per-seed values, 2 for per-item values."""
+    return self.path.split(".").count("*")
 
   @property
   def name(self) -> str:
@@ -120,7 +138,12 @@ class Arm:
     first ``*``, or 0 for seed units) and the seeds of the first ``*``'s elements (``None``
     where they carry none)."""
     leaves = self.leaves(record)
-    values = np.asarray([float(v) if v is not None else np.nan for _, v in leaves], np.float64)
+    bad = [v for _, v in leaves if v is None or type(v) not in _NUMBERS]
+    bad = [v for v in bad if v is not None and not (isinstance(v, numbers.Real)
+                                                    and not isinstance(v, bool))]
+    if bad:
+      raise ValueError(f"arm {self.name!r}: values must be numbers (or null), got {bad[0]!r}")
+    values = np.asarray([np.nan if v is None else float(v) for _, v in leaves], np.float64)
     strata = np.asarray([stars[0][0] if len(stars) > 1 else 0 for stars, _ in leaves])
     seeds = [stars[0][1].get("seed") if isinstance(stars[0][1], dict) else None
              for stars, _ in leaves]
@@ -143,6 +166,8 @@ class Arm:
           else:
             slots.append((node, i))
         return
+      if not isinstance(node, dict) or head not in node:
+        raise KeyError(f"arm {self.name!r}: no key {head!r} on the path {self.path!r}")
       if rest:
         walk(node[head], rest, seen)
       else:
@@ -169,6 +194,16 @@ class Comparison:
   a: Arm
   b: Arm
   higher_is_better: bool = True
+
+  def __post_init__(self):
+    if not (isinstance(self.a, Arm) and isinstance(self.b, Arm)):
+      raise TypeError(f"a and b must be Arm, got {type(self.a).__name__} and "
+                      f"{type(self.b).__name__}")
+    if not isinstance(self.higher_is_better, bool):
+      raise TypeError(f"higher_is_better must be a bool, got {self.higher_is_better!r}")
+    if self.a.stars != self.b.stars:
+      raise ValueError(f"arms {self.a.name!r} and {self.b.name!r} must have the same unit "
+                       f"(one '*' for seeds, two for items)")
 
   def diffs(self, record: dict) -> tuple[np.ndarray, np.ndarray]:
     """Per-unit paired differences ``D`` in the claimed direction, and their strata."""
@@ -212,8 +247,9 @@ class Control:
   def __post_init__(self):
     if self.kind not in ("positive", "negative"):
       raise ValueError(f"kind must be 'positive' or 'negative', got {self.kind!r}")
-    if not (isinstance(self.margin, (int, float)) and self.margin > 0):
-      raise ValueError(f"margin must be a number > 0, got {self.margin!r}")
+    if not isinstance(self.compare, Comparison):
+      raise TypeError(f"compare must be a Comparison, got {type(self.compare).__name__}")
+    _check_margin("margin", self.margin)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -228,10 +264,17 @@ class Guard:
   distance: float = 0.0
 
   def __post_init__(self):
+    if not isinstance(self.arm, Arm):
+      raise TypeError(f"guard {self.name!r}: arm must be an Arm, got {type(self.arm).__name__}")
     if self.floor is None and self.ceiling is None:
       raise ValueError(f"guard {self.name!r}: give a floor, a ceiling or both")
-    if not self.distance >= 0:
+    if not (isinstance(self.distance, numbers.Real) and self.distance >= 0):
       raise ValueError(f"guard {self.name!r}: distance must be >= 0, got {self.distance!r}")
+    if (self.floor is not None and self.ceiling is not None
+        and not self.floor + self.distance < self.ceiling - self.distance):
+      raise ValueError(f"guard {self.name!r}: floor + distance must be below ceiling - "
+                       f"distance, got floor {self.floor}, ceiling {self.ceiling}, distance "
+                       f"{self.distance}")
 
   def check(self, record: dict) -> str | None:
     """``None`` if the baseline can move, else why not."""
@@ -272,12 +315,20 @@ class ClaimSpec:
       raise ValueError(f"kind must be one of {KINDS}, got {self.kind!r}")
     if self.unit not in UNITS:
       raise ValueError(f"unit must be one of {UNITS}, got {self.unit!r}")
-    if not (isinstance(self.margin, (int, float)) and self.margin > 0):
-      raise ValueError(f"margin must be a number > 0, got {self.margin!r}")
+    _check_margin("margin", self.margin)
+    if not isinstance(self.compare, Comparison):
+      raise TypeError(f"compare must be a Comparison, got {type(self.compare).__name__}")
+    if not (isinstance(self.positive, Control) and isinstance(self.negative, Control)):
+      raise TypeError("positive and negative must be Control")
+    stars = 1 if self.unit == "seed" else 2
+    for c in (self.compare, self.positive.compare, self.negative.compare):
+      if c.a.stars != stars:
+        raise ValueError(f"unit {self.unit!r} reads arms with {stars} '*' (one per seed, or "
+                         f"seeds then items), got {c.a.path!r}")
     if self.positive.kind != "positive" or self.negative.kind != "negative":
       raise ValueError("positive must be a positive control and negative a negative one")
-    if not self.guards:
-      raise ValueError(f"claim {self.claim!r}: declare at least one floor/ceiling guard")
+    if not self.guards or not all(isinstance(g, Guard) for g in self.guards):
+      raise ValueError(f"claim {self.claim!r}: declare at least one floor/ceiling Guard")
 
   def arms(self) -> list[Arm]:
     """Every arm the decision reads (the contract test plants values in them)."""
@@ -306,7 +357,10 @@ class Decision(NamedTuple):
 
 def rule(interval: Interval, margin: float, kind: str) -> tuple[str, str]:
   """``(verdict, reason)`` of the protocol's rule on ``[L, U]`` for margin ``δ``."""
+  _check_margin("margin", margin)
   lo, hi = interval.lo, interval.hi
+  if not (math.isfinite(lo) and math.isfinite(hi)) or lo > hi:
+    raise ValueError(f"interval must be finite with lo <= hi, got [{lo}, {hi}]")
   if kind == "superiority":
     if lo > 0 and hi >= margin:
       return "held", "L > 0 and U ≥ δ"
@@ -368,8 +422,10 @@ def decide_one(spec: ClaimSpec, record: dict) -> Decision:
               f"[{_fmt(iv.lo, '+' + spec.fmt)}, {_fmt(iv.hi, '+' + spec.fmt)}] "
               f"({iv.method}), δ = {spec.margin:g} ({spec.kind}); {arms}")
   base.update(measured=measured, interval=(iv.mean, iv.lo, iv.hi, n))
-  if record.get("provenance", {}).get("git_dirty") is True:
-    return Decision(verdict="cannot tell", reason="record made from a dirty tree", **base)
+  dirty = (record.get("provenance") or {}).get("git_dirty")
+  if dirty is not False:
+    return Decision(verdict="cannot tell", reason="record made from a dirty tree" if dirty
+                    else "record without provenance (git state unknown)", **base)
   if spec.underpowered is not None:
     return Decision(verdict="cannot tell", reason=f"underpowered ({spec.underpowered})", **base)
   if n < MIN_UNITS[spec.unit]:
@@ -452,13 +508,16 @@ def _get_path(record: dict, path: str) -> Any:
   return node
 
 
-def replicate(record: dict, specs: Sequence[ClaimSpec], units: int) -> dict:
-  """A copy of ``record`` whose unit lists (the first ``*`` of every arm) are repeated until
-  every arm of ``specs`` has at least ``units`` units; repeated elements that carry a
-  ``"seed"`` get fresh seeds (the copy's index times one more than the largest seed)."""
+def replicate(record: dict, specs: Sequence[ClaimSpec], units: int,
+              target: ClaimSpec | None = None) -> dict:
+  """A copy of ``record`` whose unit lists (the first ``*`` of every arm of ``specs``) are
+  repeated until every arm of ``target`` (default: of every spec) has at least ``units``
+  units; repeated elements that carry a ``"seed"`` get fresh seeds (the copy's index times one
+  more than the largest seed)."""
   record = copy.deepcopy(record)
   paths = sorted({p for s in specs for arm in s.arms() for p in arm.lists()})
-  fewest = min(arm.get(record)[0].size for s in specs for arm in s.arms())
+  counted = [target] if target is not None else specs
+  fewest = min(arm.get(record)[0].size for s in counted for arm in s.arms())
   if fewest == 0:
     raise ValueError("an arm has no units in the record to replicate")
   copies = -(-units // fewest)
@@ -479,38 +538,61 @@ def replicate(record: dict, specs: Sequence[ClaimSpec], units: int) -> dict:
   return record
 
 
-CASES = {  # case -> (main effect in δ, positive control's effect in its margins,
-           #          negative control's effect in its margins, baseline at its guard's bound)
-    "planted": (2.0, 2.0, 0.0, False),  # a planted effect of 2δ
-    "null": (0.1, 2.0, 0.0, False),  # no effect that matters: +δ/10, a positive mean
-    "reversed": (-2.0, 2.0, 0.0, False),  # the effect the other way
-    "positive control fails": (2.0, 0.0, 0.0, False),
-    "negative control fails": (2.0, 2.0, 2.0, False),
-    "baseline at its bound": (2.0, 2.0, 0.0, True),
+class Case(NamedTuple):
+  """A synthetic case: effects in multiples of the margin, and what else is wrong."""
+
+  main: float  # the claim's effect, in δ
+  positive: float  # the positive control's effect, in its margins
+  negative: float  # the negative control's effect, in its margins
+  noise: float  # sd of each unit's difference, in margins (made exact: see _plant)
+  expected: str | None  # the verdict for a superiority claim (None: see expected())
+
+
+CASES = {
+    "planted": Case(2.0, 2.0, 0.0, 0.25, "held"),  # a planted effect of 2δ
+    "null": Case(0.1, 2.0, 0.0, 0.25, "refuted"),  # +δ/10: a positive mean that does not matter
+    "reversed": Case(-2.0, 2.0, 0.0, 0.25, "refuted"),  # the effect the other way
+    "uncertain": Case(0.5, 2.0, 0.0, -2.0, "inconclusive"),  # [L, U] spans both 0 and δ
+    "positive control fails": Case(2.0, 0.0, 0.0, 0.25, "cannot tell"),
+    "negative control fails": Case(2.0, 2.0, 2.0, 0.25, "cannot tell"),
+    "dirty tree": Case(2.0, 2.0, 0.0, 0.25, "cannot tell"),
+    "too few units": Case(2.0, 2.0, 0.0, 0.25, "cannot tell"),
 }
-NOISE = 0.25  # the synthetic noise: sd of each unit's difference, in margins
+# a negative noise means "so wide that the interval's half-width is |noise| margins"
+
+
+def cases(spec: ClaimSpec) -> list[str]:
+  """Every synthetic case for ``spec``: :data:`CASES` and one guard-at-its-bound per guard."""
+  return [*CASES, *(f"guard {i} at its bound" for i in range(len(spec.guards)))]
 
 
 def expected(spec: ClaimSpec, case: str) -> str:
   """The verdict the protocol must give ``spec`` on :func:`synthetic`'s ``case``."""
-  if case not in CASES:
-    raise ValueError(f"case must be one of {list(CASES)}, got {case!r}")
-  if case in ("positive control fails", "negative control fails", "baseline at its bound"):
+  if case not in cases(spec):
+    raise ValueError(f"case must be one of {cases(spec)}, got {case!r}")
+  if case.startswith("guard "):
     return "cannot tell"
-  if case == "planted":
+  want = CASES[case].expected
+  if spec.kind == "non-inferiority" and case == "null":  # +δ/10 is no worse than -δ
     return "held"
-  if case == "reversed":
-    return "refuted"
-  return "refuted" if spec.kind == "superiority" else "held"
+  return want
+
+
+def _noise(n: int, sd: float, rng: np.random.Generator) -> np.ndarray:
+  """Gaussian noise made exact: sample mean 0, sample sd ``sd`` (so a case's interval does
+  not depend on the draw)."""
+  z = rng.standard_normal(n)
+  z = z - z.mean()
+  return sd * z / z.std(ddof=1) if n > 1 else np.zeros(n)
 
 
 def _plant(record: dict, compare: Comparison, effect: float, noise: float,
            rng: np.random.Generator) -> dict:
   """``record`` with arm ``a`` set to arm ``b`` plus ``effect`` in the claimed direction, plus
-  Gaussian noise of sd ``noise`` per unit."""
+  exact noise of sd ``noise`` per unit."""
   vb = compare.b.get(record)[0]
   sign = 1.0 if compare.higher_is_better else -1.0
-  return compare.a.put(record, vb + sign * (effect + noise * rng.standard_normal(vb.size)))
+  return compare.a.put(record, vb + sign * (effect + _noise(vb.size, noise, rng)))
 
 
 def _bound(guard: Guard) -> float:
@@ -525,35 +607,68 @@ def _safe(guard: Guard) -> float:
   return guard.floor + step if guard.floor is not None else guard.ceiling - step
 
 
+def _fewer(record: dict, spec: ClaimSpec) -> dict:
+  """``record`` with its unit lists cut from the end until the claim has fewer units than
+  the protocol's minimum."""
+  record = copy.deepcopy(record)
+  paths = sorted({p for arm in spec.arms() for p in arm.lists()})
+  while spec.compare.a.get(record)[0].size >= MIN_UNITS[spec.unit]:
+    for path in paths:
+      parent, _, key = path.rpartition(".")
+      _get_path(record, parent)[key].pop()
+  return record
+
+
 def synthetic(spec: ClaimSpec, record: dict, case: str, seed: int = 0,
               specs: Sequence[ClaimSpec] | None = None) -> dict:
   """``record`` turned into a synthetic case for ``spec`` (the contract test).
 
   Units are repeated to the protocol's minimum (:func:`replicate`); every guarded baseline is
-  set mid-way between its bounds (for the last case, the first guard's baseline is put on its
-  bound instead, before anything is planted on it); arm ``a`` is planted at arm ``b`` plus the
-  case's effect (:data:`CASES`, in multiples of the margin) plus noise of sd ``NOISE`` margins
-  per unit; the positive control gets its effect (2 margins, or none where it must fail) and
-  the negative control none (or 2 margins where it must fail). ``specs``: every claim of the
-  method (so that replication keeps their arms' lists aligned; default ``[spec]``). The
-  record's provenance is marked clean. Raises ``ValueError`` if planting one arm overwrote
-  another (the method then needs arms that do not share values).
+  set mid-way between its bounds (for a "guard i at its bound" case, guard ``i``'s baseline is
+  put on its bound instead, before anything is planted on it); arm ``a`` is planted at arm
+  ``b`` plus the case's effect (:data:`CASES`, in multiples of the margin) plus noise with an
+  exact sample sd of ``noise`` margins per unit (for "uncertain", wide enough that the
+  interval spans 0 and δ); the positive control gets its effect (2 margins, or none where it
+  must fail) and the negative control none (or 2 margins where it must fail). "dirty tree"
+  marks the provenance dirty, "too few units" cuts the units below the minimum; every other
+  case marks it clean. ``specs``: every claim of the method (so that replication keeps their
+  arms' lists aligned; default ``[spec]``). Raises ``ValueError`` if planting one arm
+  overwrote another (the method then needs arms that do not share values).
   """
-  main, pos, neg, at_bound = CASES[case]
+  if case not in cases(spec):
+    raise ValueError(f"case must be one of {cases(spec)}, got {case!r}")
+  c = CASES.get(case, CASES["planted"])
   rng = np.random.default_rng(seed)
-  rec = replicate(record, list(specs or [spec]), MIN_UNITS[spec.unit])
-  rec["provenance"] = {**rec.get("provenance", {}), "git_dirty": False}
-  for g in spec.guards:
-    rec = g.arm.put(rec, np.full(g.arm.get(rec)[0].size, _safe(g)))
-  if at_bound:  # before planting, so that only the guard can tell this case apart
-    g = spec.guards[0]
-    rec = g.arm.put(rec, np.full(g.arm.get(rec)[0].size, _bound(g)))
-  m, pm_, nm = spec.margin, spec.positive.margin, spec.negative.margin
-  rec = _plant(rec, spec.compare, main * m, NOISE * m, rng)
+  n_min = MIN_UNITS[spec.unit]
+  rec = replicate(record, list(specs or [spec]), n_min, target=spec)
+  rec["provenance"] = {**(rec.get("provenance") or {}), "git_dirty": case == "dirty tree"}
+  guard_values = {}
+  for i, g in enumerate(spec.guards):
+    value = _bound(g) if case == f"guard {i} at its bound" else _safe(g)
+    rec = g.arm.put(rec, np.full(g.arm.get(rec)[0].size, value))
+    guard_values[i] = value
+  m = spec.margin
+  n = spec.compare.a.get(rec)[0].size
+  quantile = 1.96 if spec.unit == "item" else float(_t_quantile(n))
+  noise = c.noise * m if c.noise > 0 else -c.noise * m * np.sqrt(n) / quantile
+  rec = _plant(rec, spec.compare, c.main * m, noise, rng)
   planted = spec.compare.diffs(rec)[0]
-  rec = _plant(rec, spec.positive.compare, pos * pm_, NOISE * pm_, rng)
-  rec = _plant(rec, spec.negative.compare, neg * nm, NOISE * nm, rng)
+  pm_, nm = spec.positive.margin, spec.negative.margin
+  rec = _plant(rec, spec.positive.compare, c.positive * pm_, 0.25 * pm_, rng)
+  rec = _plant(rec, spec.negative.compare, c.negative * nm, 0.25 * nm, rng)
   if not np.array_equal(spec.compare.diffs(rec)[0], planted):
     raise ValueError(f"claim {spec.claim!r}: planting the controls changed the claim's own "
                      "arms; give the controls arms of their own")
+  for i, g in enumerate(spec.guards):
+    if not np.all(g.arm.get(rec)[0] == guard_values[i]):
+      raise ValueError(f"claim {spec.claim!r}: planting the arms overwrote guard "
+                       f"{g.name!r}; guard a baseline that no arm of the claim plants")
+  if case == "too few units":
+    rec = _fewer(rec, spec)
   return rec
+
+
+def _t_quantile(n: int) -> float:
+  from scipy import stats  # noqa: PLC0415
+
+  return float(stats.t.ppf((1 + LEVEL) / 2, n - 1))

@@ -103,8 +103,8 @@ def bootstrap_interval(diffs: ArrayLike, strata: ArrayLike | None = None, level:
     seed: the resampling's seed (same seed, same interval).
 
   Raises:
-    ValueError: on a bad ``level`` or ``resamples``, fewer than 2 finite differences, or
-      ``strata`` of another length.
+    ValueError: on a bad ``level`` or ``resamples``, fewer than 2 finite differences,
+      ``strata`` of another length or with non-finite labels, or a stratum of one item.
   """
   if not 0 < level < 1:
     raise ValueError(f"level must be in (0, 1), got {level!r}")
@@ -117,9 +117,14 @@ def bootstrap_interval(diffs: ArrayLike, strata: ArrayLike | None = None, level:
   if labels.shape != d.shape:
     raise ValueError(f"strata must have one label per difference ({d.size}), got "
                      f"{labels.size}")
+  if labels.dtype.kind == "f" and not np.all(np.isfinite(labels)):
+    raise ValueError("strata labels must be finite")
+  groups = [d[labels == s] for s in np.unique(labels)]
+  if min(g.size for g in groups) < 2:
+    raise ValueError("every stratum needs at least 2 items (a stratum of one item has no "
+                     "spread to resample: use the seed as the unit, with t_interval)")
   rng = np.random.default_rng(seed)
   total = np.zeros(resamples)
-  groups = [d[labels == s] for s in np.unique(labels)]
   for g in groups:
     idx = rng.integers(0, g.size, size=(resamples, g.size))
     total += g[idx].sum(axis=1)

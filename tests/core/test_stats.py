@@ -70,3 +70,23 @@ def test_intervals_reject_bad_input():
     stats.bootstrap_interval([1.0, 2.0, 3.0], strata=[0, 1])
   with pytest.raises(ValueError, match="resamples"):
     stats.bootstrap_interval([1.0, 2.0], resamples=10)
+
+
+def test_bootstrap_percentiles_match_the_normal_interval():
+  # for a large normal sample the percentile interval is mean ± 1.96 sd / sqrt(n) (to the
+  # resampling's error, about 2% with 2000 resamples here): a wrong quantile level shows
+  rng = np.random.default_rng(0)
+  d = rng.normal(0.3, 1.0, 2000)
+  iv = stats.bootstrap_interval(d)
+  se = d.std() / np.sqrt(d.size)
+  np.testing.assert_allclose([(iv.hi - iv.mean) / se, (iv.mean - iv.lo) / se], [1.96, 1.96],
+                             rtol=0.025)
+
+
+def test_bootstrap_rejects_strata_it_cannot_resample():
+  import pytest
+
+  with pytest.raises(ValueError, match="at least 2 items"):
+    stats.bootstrap_interval([1.0, 2.0, 3.0], strata=[0, 0, 1])
+  with pytest.raises(ValueError, match="finite"):
+    stats.bootstrap_interval([1.0, 2.0, 3.0, 4.0], strata=[0.0, 0.0, np.nan, np.nan])

@@ -35,16 +35,20 @@ def quick_record(module: str) -> dict:
 
 
 def contract_failures(module, record: dict) -> list[str]:
-  """Every (claim, case) where ``module.claims`` does not give the protocol's verdict."""
+  """Every (claim, case) where ``module.claims`` does not give the protocol's verdict, or
+  differs in any row from ``protocol.decide(module.CLAIMS, ...)`` on the same record."""
   specs = list(module.CLAIMS)
   failures = []
   for i, spec in enumerate(specs):
-    for case in protocol.CASES:
+    for case in protocol.cases(spec):
       rec = protocol.synthetic(spec, record, case, seed=i, specs=specs)
-      got = protocol.check_decisions(module.claims(rec))[i]
+      rows = protocol.check_decisions(module.claims(rec))
       want = protocol.expected(spec, case)
-      if got.verdict != want:
-        failures.append(f"claim {i} ({spec.claim}), {case}: {got.text}, expected {want}")
+      if rows[i].verdict != want:
+        failures.append(f"claim {i} ({spec.claim}), {case}: {rows[i].text}, expected {want}")
+      elif rows != protocol.decide(specs, rec):
+        failures.append(f"claim {i} ({spec.claim}), {case}: claims() differs from "
+                        "protocol.decide(CLAIMS) on the same record")
   return failures
 
 
@@ -52,8 +56,11 @@ PORTED = [m for m in methods.METHODS if m.ported]
 UNPORTED = [m for m in methods.METHODS if not m.ported]
 
 
-@pytest.mark.parametrize("method", PORTED, ids=[m.module for m in PORTED])
+@pytest.mark.parametrize("method", PORTED or [None], ids=[m.module for m in PORTED] or ["none"])
 def test_ported_method_keeps_the_contract(method):
+  if method is None:
+    pytest.skip("no method is ported to the protocol yet: issues 42-49 port them (the "
+                "contract itself is tested on the fixture method below)")
   module = method.experiment()
   assert module.CLAIMS[0].primary
   assert not contract_failures(module, quick_record(method.module))
@@ -81,7 +88,9 @@ FIXTURE_CLAIMS = (
             protocol.Arm("runs.*.oracle"), BEFORE), 0.05),
         negative=protocol.Control("shuffled labels", protocol.Comparison(
             protocol.Arm("runs.*.shuffled"), BEFORE), 0.05, "negative"),
-        guards=(protocol.Guard("accuracy before", BEFORE, 0.1, 1.0, 0.05),)),
+        guards=(protocol.Guard("accuracy before", BEFORE, 0.1, 1.0, 0.05),
+                protocol.Guard("pre-training loss", protocol.Arm("runs.*.pretrain_loss"),
+                               ceiling=2.3, distance=0.1))),
     protocol.ClaimSpec(
         claim="the cheap decoder loses no more than 0.1 nats", metric="NLL (nats)",
         kind="non-inferiority", unit="item", margin=0.1,
@@ -102,6 +111,7 @@ def fixture_record(seeds: int = 3, items: int = 30) -> dict:
   for s in range(seeds):
     nll = rng.uniform(1.0, 2.0, items).tolist()
     runs.append({"seed": s, "before": 0.6, "after": 0.62, "oracle": 0.9, "shuffled": 0.6,
+                 "pretrain_loss": 1.2,
                  **{f"items_{k}": list(nll) for k in ("before", "after", "long", "blank")}})
   return {"runs": runs, "provenance": {"git_dirty": False}}
 
@@ -143,6 +153,34 @@ def test_contract_catches_a_dropped_control_or_guard(monkeypatch, dropped):
     case = "positive control fails"
   else:
     monkeypatch.setattr(protocol.Guard, "check", lambda self, record: None)
-    case = "baseline at its bound"
+    case = "guard 0 at its bound"
   failures = contract_failures(fixture_module(), fixture_record())
   assert any(case in f for f in failures)
+
+
+def _cheat_inconclusive(result):  # an interval that spans 0 and δ called held on D > 0
+  out = protocol.decide(FIXTURE_CLAIMS, result)
+  d = FIXTURE_CLAIMS[0].compare.diffs(result)[0]
+  if out[0].verdict == "inconclusive" and d.mean() > 0:
+    out[0] = out[0]._replace(verdict="held")
+  return out
+
+
+def _cheat_dirty(result):  # a dirty record decides
+  clean = {**result, "provenance": {"git_dirty": False}}
+  return protocol.decide(FIXTURE_CLAIMS, clean)
+
+
+def _cheat_first_guard(result):  # only the first guard is checked
+  specs = [FIXTURE_CLAIMS[0].__class__(**{**FIXTURE_CLAIMS[0].__dict__,
+                                          "guards": FIXTURE_CLAIMS[0].guards[:1]}),
+           *FIXTURE_CLAIMS[1:]]
+  return protocol.decide(specs, result)
+
+
+@pytest.mark.parametrize("cheat, case", [(_cheat_inconclusive, "uncertain"),
+                                         (_cheat_dirty, "dirty tree"),
+                                         (_cheat_first_guard, "guard 1 at its bound")])
+def test_contract_catches_scripts_that_bend_one_rule(cheat, case):
+  failures = contract_failures(fixture_module(cheat), fixture_record())
+  assert any(f.startswith("claim 0") and case in f for f in failures), failures

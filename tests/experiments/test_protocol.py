@@ -17,6 +17,7 @@ def iv(lo, hi):
     (-0.5, -0.1, "refuted", "reversed"),
     (-0.1, 0.5, "inconclusive", "the interval spans 0 or stops short of δ"),
     (0.0, 0.5, "inconclusive", "the interval spans 0 or stops short of δ"),  # L > 0 is strict
+    (-0.3, 0.5, "inconclusive", "the interval spans 0 or stops short of δ"),  # mean 0.1 < δ/2
     (0.05, 0.4, "held", "L > 0 and U ≥ δ"),  # U = δ counts
 ])
 def test_superiority_rule(lo, hi, verdict, reason):
@@ -28,6 +29,7 @@ def test_superiority_rule(lo, hi, verdict, reason):
     (-0.5, -0.45, "refuted"),  # U < -δ
     (-0.5, 0.1, "inconclusive"),
     (-0.4, 0.1, "inconclusive"),  # L = -δ is not above it
+    (-0.5, -0.1, "inconclusive"),  # worse, but not ruled worse than -δ
 ])
 def test_non_inferiority_rule(lo, hi, verdict):
   assert P.rule(iv(lo, hi), 0.4, "non-inferiority")[0] == verdict
@@ -130,7 +132,7 @@ def test_specs_reject_bad_declarations():
     P.ClaimSpec(**{**SPEC.__dict__, "margin": 0})
   with pytest.raises(ValueError, match="kind"):
     P.ClaimSpec(**{**SPEC.__dict__, "kind": "better"})
-  with pytest.raises(ValueError, match="guard"):
+  with pytest.raises(ValueError, match="Guard"):
     P.ClaimSpec(**{**SPEC.__dict__, "guards": ()})
   with pytest.raises(ValueError, match="positive"):
     P.ClaimSpec(**{**SPEC.__dict__, "positive": SPEC.negative})
@@ -149,3 +151,112 @@ def test_under_repair_keeps_the_old_rule_as_text():
   assert rows[0].primary and not rows[1].primary
   assert rows[0].reason == "test bed under repair, issue 44; the script's old rule: held"
   assert P.counts(rows) == {"held": 0, "refuted": 0, "inconclusive": 0, "cannot tell": 2}
+
+
+def test_rule_rejects_bad_margins_and_intervals():
+  with pytest.raises(ValueError, match="margin"):
+    P.rule(iv(0.1, 0.5), 0.0, "superiority")
+  with pytest.raises(ValueError, match="interval"):
+    P.rule(Interval(np.nan, np.nan, np.nan, 5, "x"), 0.4, "superiority")
+  assert P.rule(iv(0.1, 0.5), np.float32(0.4), "superiority")[0] == "held"
+  with pytest.raises(ValueError, match="margin"):
+    P.Control("c", SPEC.compare, True)
+
+
+def test_inconclusive_positive_control_cannot_tell():
+  before = np.array([0.50, 0.52, 0.48, 0.51, 0.49])
+  gain = np.array([0.10, 0.12, 0.08, 0.11, 0.09])
+  # the oracle's gain spans 0 and the margin: not shown, so the test bed cannot tell
+  noisy = record(before + gain, before, before + np.array([.3, -.2, .25, -.15, .05]),
+                 before)
+  d = P.decide([SPEC], noisy)[0]
+  assert d.verdict == "cannot tell" and d.reason.startswith("positive control failed")
+
+
+def test_second_guard_and_floor_boundary():
+  spec = P.ClaimSpec(**{**SPEC.__dict__, "guards": (
+      SPEC.guards[0], P.Guard("oracle below ceiling", P.Arm("runs.*.oracle"), ceiling=0.95))})
+  before = np.array([0.50, 0.52, 0.48, 0.51, 0.49])
+  gain = np.array([0.10, 0.12, 0.08, 0.11, 0.09])
+  rec = record(before + gain, before, np.full(5, 0.96), before)
+  d = P.decide([spec], rec)[0]
+  assert d.verdict == "cannot tell" and "oracle below ceiling" in d.reason
+  edge = record(np.full(5, 0.3), np.full(5, 0.15), np.full(5, 0.5), np.full(5, 0.15))
+  assert "at the floor" in P.decide([SPEC], edge)[0].reason  # 0.15 = 0.1 + 0.05 exactly
+
+
+def test_a_nan_seed_cannot_tell():
+  before = np.array([0.50, 0.52, 0.48, 0.51, 0.49])
+  after = before + np.array([0.10, np.nan, 0.08, 0.11, 0.09])
+  d = P.decide([SPEC], record(after, before, before + 0.3, before))[0]
+  assert d.verdict == "cannot tell" and "not all finite" in d.measured
+
+
+def test_unknown_provenance_cannot_tell():
+  before = np.array([0.50, 0.52, 0.48, 0.51, 0.49])
+  rec = record(before + 0.1, before, before + 0.3, before)
+  del rec["provenance"]
+  assert P.decide([SPEC], rec)[0].reason == "record without provenance (git state unknown)"
+
+
+ITEM = P.ClaimSpec(
+    claim="decoder matches", metric="nll", kind="superiority", unit="item", margin=0.05,
+    primary=True,
+    compare=P.Comparison(P.Arm("runs.*.new.*"), P.Arm("runs.*.old.*")),
+    positive=P.Control("oracle", P.Comparison(P.Arm("runs.*.oracle.*"), P.Arm("runs.*.old.*")),
+                       0.05),
+    negative=P.Control("blank", P.Comparison(P.Arm("runs.*.blank.*"), P.Arm("runs.*.old.*")),
+                       0.05, "negative"),
+    guards=(P.Guard("old", P.Arm("runs.*.old.*"), floor=0.0, ceiling=10.0),))
+
+
+def item_record(sizes, rng):
+  runs = []
+  for s, n in enumerate(sizes):
+    old = rng.uniform(1, 2, n)
+    shift = 0.2 if s == 0 else -0.1  # strata with different effects: stratification matters
+    runs.append({"seed": s, "old": old.tolist(), "new": (old + shift + rng.normal(0, .05, n)
+                                                          ).tolist(),
+                 "oracle": (old + 0.5).tolist(), "blank": old.tolist()})
+  return {"runs": runs, "provenance": {"git_dirty": False}}
+
+
+def test_item_claims_bootstrap_within_strata():
+  from jaxlab.core.stats import bootstrap_interval
+
+  rng = np.random.default_rng(0)
+  rec = item_record([150, 150], rng)
+  d = P.decide([ITEM], rec)[0]
+  diffs, strata = ITEM.compare.diffs(rec)
+  want = bootstrap_interval(diffs, strata, 0.95, P.RESAMPLES, seed=0)
+  assert d.interval == (want.mean, want.lo, want.hi, 300)
+  assert "paired bootstrap, 300 items in 2 strata" in d.measured
+  # within strata the effect is +0.05 ± 0.003: held at δ = 0.05, ruled smaller than δ = 0.06
+  # (pooled, the strata's +0.2 and -0.1 would widen it to about ± 0.017 and reach 0.06)
+  assert d.verdict == "held"
+  wider = P.ClaimSpec(**{**ITEM.__dict__, "margin": 0.06})
+  assert P.decide([wider], rec)[0].text == "refuted (smaller than δ)"
+  few = P.decide([ITEM], item_record([100, 99], rng))[0]
+  assert few.verdict == "cannot tell" and few.reason.startswith("underpowered (199 items < 200")
+
+
+def test_unit_must_match_the_arms():
+  with pytest.raises(ValueError, match="unit 'item'"):
+    P.ClaimSpec(**{**SPEC.__dict__, "unit": "item"})
+  with pytest.raises(ValueError, match="unit 'seed'"):
+    P.ClaimSpec(**{**ITEM.__dict__, "unit": "seed"})
+
+
+def test_bad_arms_and_values_are_named():
+  with pytest.raises(TypeError, match="where"):
+    P.Arm("runs.*.x", where=["noise"])
+  with pytest.raises(TypeError, match="a and b must be Arm"):
+    P.Comparison("runs.*.x", BEFORE)
+  with pytest.raises(TypeError, match="higher_is_better"):
+    P.Comparison(BEFORE, BEFORE, higher_is_better="False")
+  with pytest.raises(ValueError, match="floor"):
+    P.Guard("g", BEFORE, floor=0.9, ceiling=0.1)
+  with pytest.raises(ValueError, match="arm 'runs.\\*.x': values must be numbers"):
+    P.Arm("runs.*.x").get({"runs": [{"x": "0.5"}]})
+  with pytest.raises(KeyError, match="no key 'y'"):
+    P.Arm("runs.*.y").put({"runs": [{"x": 1.0}]}, [2.0])
