@@ -181,8 +181,11 @@ def test_second_guard_and_floor_boundary():
   rec = record(before + gain, before, np.full(5, 0.96), before)
   d = P.decide([spec], rec)[0]
   assert d.verdict == "cannot tell" and "oracle below ceiling" in d.reason
-  edge = record(np.full(5, 0.3), np.full(5, 0.15), np.full(5, 0.5), np.full(5, 0.15))
-  assert "at the floor" in P.decide([SPEC], edge)[0].reason  # 0.15 = 0.1 + 0.05 exactly
+  exact = P.Guard("before", BEFORE, floor=0.25, distance=0.25)  # floor + distance = 0.5
+  assert "at the floor" in exact.check(record([.6] * 5, [.5] * 5, [.9] * 5, [.5] * 5))
+  assert exact.check(record([.6] * 5, [.5001] * 5, [.9] * 5, [.5] * 5)) is None
+  top = P.Guard("before", BEFORE, ceiling=1.0, distance=0.25)  # ceiling - distance = 0.75
+  assert "at the ceiling" in top.check(record([.9] * 5, [.75] * 5, [.9] * 5, [.5] * 5))
 
 
 def test_a_nan_seed_cannot_tell():

@@ -63,6 +63,15 @@ def test_group_match_assignment_path_agrees_with_enumeration():
   expected = totals[:, 0] > totals[:, 1:].max(axis=1)
   np.testing.assert_array_equal(ttm.group_match(s), expected)
   assert expected[:20].all()
+  # a tie with another assignment is not a match, on both paths: swapping captions 0 and 1
+  # of a diagonal-dominant group scores the same when s[0,1] + s[1,0] = s[0,0] + s[1,1]
+  for k in (3, 7):
+    tie = 2 * np.eye(k)
+    tie[0, 1] = tie[1, 0] = 1.0
+    tie[0, 0] = tie[1, 1] = 1.0
+    assert not bool(ttm.group_match(tie[None])[0]), k
+    tie[0, 0] += 1e-3  # the identity now wins by a hair
+    assert bool(ttm.group_match(tie[None])[0]), k
 
 
 def test_pseudo_match_two_by_two_is_the_official_rule():
