@@ -95,7 +95,7 @@ def scratch_copy(root: str = ROOT) -> str:
 
 
 def _first_failure(output: str) -> str:
-  m = re.search(r"^(?:FAILED|ERROR) (\S+)", output, re.M)
+  m = re.search(r"^(?:FAILED|ERROR) (.+?)(?: - .*)?$", output, re.M)
   return m.group(1) if m else output.strip().splitlines()[-1] if output.strip() else "?"
 
 
