@@ -162,8 +162,9 @@ def main(argv: list[str] | None = None) -> int:
   names = sorted(lists) if args.all else args.names
   commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
                           capture_output=True, text=True).stdout.strip() or None
-  dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                         capture_output=True, text=True).stdout.strip()
+  dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+                          ":(exclude,glob)**/mutations_*.report.md"], cwd=ROOT,
+                         capture_output=True, text=True).stdout.strip()  # reports: outputs
   if commit and dirty:
     commit += " with uncommitted changes"
   scratch = scratch_copy()
