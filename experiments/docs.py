@@ -120,12 +120,15 @@ def evidence(module: str, tables_above: bool = False) -> dict[str, str]:
     intro = (f"The {which} run (`docs/results/{module}/{which}/`) under `experiments/protocol.py`. "
              f"The test bed is under repair (issue {m.repair_issue}), so every claim reads "
              "\"cannot tell\"; the reason keeps what the script's own rule said:")
-  if tables_above:
+  if tables_above and not m.ported:
     tally = ", ".join(f"{n} {v}" for v, n in protocol.counts(decisions).items())
     return {"evidence": status,
             "verdicts": f"The {which} run: primary claim {decisions[0].verdict}; all claims: "
                         f"{tally} (the tables above give each claim's measurement and reason)."}
-  return {"evidence": status, "verdicts": intro + "\n\n" + claims_table(module, record)}
+  text = intro + "\n\n" + claims_table(module, record)
+  if m.ported:
+    text += "\n\n" + "\n".join(f"- {protocol.describe(s)}" for s in m.experiment().CLAIMS)
+  return {"evidence": status, "verdicts": text}
 
 
 def sources() -> dict[str, Callable[[], dict[str, str]]]:

@@ -161,7 +161,7 @@ METHODS: tuple[Method, ...] = (
         paper='Zhu et al., arXiv:2510.07632',
         citation='Zhu et al., arXiv:2510.07632',
         library=('jaxlab.preference.ttm',),
-        repair_issue=42),
+        ported=True),
     Method(
         name='AdaBack',
         module='adaback',

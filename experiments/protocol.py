@@ -309,6 +309,7 @@ class ClaimSpec:
   primary: bool = False
   underpowered: str | None = None
   fmt: str = ".3g"  # how the measured text prints the metric
+  why: str = ""  # one sentence: why this claim, this margin (the method's page prints it)
 
   def __post_init__(self):
     if self.kind not in KINDS:
@@ -492,6 +493,27 @@ def check_decisions(rows: Sequence[Any]) -> list[Decision]:
   return rows
 
 
+def describe(spec: ClaimSpec) -> str:
+  """How ``spec`` is decided, in words: its margin and unit, why, its controls and guards
+  (what a method's page prints under its verdicts)."""
+  def bounds(g: Guard) -> str:
+    parts = ([f"above {g.floor:g} + {g.distance:g}"] if g.floor is not None else []) + (
+        [f"below {g.ceiling:g} - {g.distance:g}"] if g.ceiling is not None else [])
+    return f"{g.name} {' and '.join(parts)}"
+
+  unit = "t interval over seeds" if spec.unit == "seed" else "paired bootstrap over items"
+  text = (f"**{spec.claim}**{' (primary)' if spec.primary else ''}: {spec.kind}, "
+          f"δ = {spec.margin:g} ({spec.metric}), {unit}.")
+  if spec.why:
+    text += f" Why: {spec.why}."
+  text += (f" Positive control: {spec.positive.name} (must clear {spec.positive.margin:g}); "
+           f"negative control: {spec.negative.name} (must not clear "
+           f"{spec.negative.margin:g}); guards: {'; '.join(bounds(g) for g in spec.guards)}.")
+  if spec.underpowered:
+    text += f" Declared underpowered before the run: {spec.underpowered}."
+  return text
+
+
 def counts(decisions: Sequence[Decision]) -> dict[str, int]:
   """How many decisions have each verdict (every verdict present, zeros included)."""
   return {v: sum(d.verdict == v for d in decisions) for v in VERDICTS}
@@ -600,10 +622,11 @@ def _bound(guard: Guard) -> float:
 
 
 def _safe(guard: Guard) -> float:
-  """A baseline value the guard lets through (mid-way, or well clear of its one bound)."""
+  """A baseline value the guard lets through (mid-way, or clear of its one bound by twice its
+  distance, or by 1 without one)."""
   if guard.floor is not None and guard.ceiling is not None:
     return (guard.floor + guard.ceiling) / 2
-  step = 10 * max(guard.distance, 1.0)
+  step = 2 * guard.distance if guard.distance > 0 else 1.0
   return guard.floor + step if guard.floor is not None else guard.ceiling - step
 
 

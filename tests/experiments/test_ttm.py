@@ -8,7 +8,6 @@ import json
 import pathlib
 
 from experiments import ttm as ttm_exp
-from experiments.reporting import check_claims
 from jaxlab.preference import ttm
 
 
@@ -21,13 +20,13 @@ def check_smoke_results(out: pathlib.Path) -> None:
   """
   saved = json.loads((out / "results.json").read_text())
   assert saved["scale"] == "smoke"
-  assert {r["stage"] for r in saved["summary"]} == {"before", "after", "oracle"}
+  assert {r["stage"] for r in saved["summary"]} == {"before", "after", "oracle", "random"}
   assert saved["figures"]
   for name in saved["figures"]:
     assert (out / pathlib.Path(name).name).stat().st_size > 0, name
   run = saved["runs"][0]
   assert len(run["rounds"]) == 2 and run["rounds"][0]["threshold"] == 1.0
-  for stage in ("before", "after", "oracle"):
+  for stage in ("before", "after", "oracle", "random"):
     s = run[stage]
     assert s["group"] <= min(s["text"], s["image"]) + 1e-9  # group = text and image
     assert 0.0 <= s["group_match"] <= 1.0
@@ -38,23 +37,19 @@ def check_smoke_results(out: pathlib.Path) -> None:
   assert f"{ttm.group_score_chance(2):.3f}" in (out / "summary.md").read_text()
 
 
-def _synthetic(group_before=0.2, match_after_seed1=0.8):
-  """Two seeds at order noise 0.4 (k = 2: chance 1/6 for the group score, 1/2 GroupMatch)."""
-  runs = [{"seed": s, "order_noise": 0.4,
-           "before": {"group": group_before, "group_match": 0.7},
-           "after": {"group": 0.75, "group_match": match_after_seed1 if s else 0.8}}
-          for s in range(2)]
-  return {"runs": runs}
+def test_claims_are_decided_under_the_protocol():
+  from experiments import protocol
 
-
-def test_claims_on_synthetic_runs():
-  rows = ttm_exp.claims(_synthetic())
-  assert len(rows) == 3  # GroupMatch reveals, group score up, GroupMatch up per order noise
-  check_claims(rows)
-  assert [row.held for row in rows] == [True, True, True]
-  assert "0.4" in rows[2].claim and "up in 2/2 seeds" in rows[2].measured
-  # Group score 0.7 before: its margin over chance (0.53) exceeds GroupMatch's (0.2); and
-  # GroupMatch falls in seed 1.
-  rows = ttm_exp.claims(_synthetic(group_before=0.7, match_after_seed1=0.65))
-  assert [row.held for row in rows] == [False, True, False]
-  assert ttm_exp.claims({"runs": []}) == []
+  assert ttm_exp.CLAIMS[0].primary and "0.4" in ttm_exp.CLAIMS[0].claim
+  runs = [{"seed": s, "order_noise": n,
+           "before": {"group": 0.15, "group_match": 0.9},
+           "after": {"group": 0.9 + 0.01 * s, "group_match": 0.95},
+           "oracle": {"group": 1.0, "group_match": 1.0},
+           "random": {"group": 0.1 + 0.01 * s, "group_match": 0.88 + 0.01 * s},
+           "before_over_chance": {"group": 0.15 - 1 / 6, "group_match": 0.4}}
+          for n in (0.4, 0.45) for s in range(5)]
+  rows = ttm_exp.claims({"runs": runs, "provenance": {"git_dirty": False}})
+  assert rows == protocol.decide(ttm_exp.CLAIMS, {"runs": runs,
+                                                  "provenance": {"git_dirty": False}})
+  assert [r.verdict for r in rows] == ["held", "held", "held", "cannot tell", "cannot tell"]
+  assert rows[3].reason.startswith("underpowered (needs n ≈ 33 seeds")
