@@ -25,10 +25,14 @@ def test_every_method_page_shows_its_verdicts_under_the_protocol():
     text = open(os.path.join(docs.ROOT, m.page)).read()
     assert f"<!-- gen:{m.module}.evidence -->" in text.split("\n\n")[1], m.page
     assert f"## Verdicts under the protocol\n\n<!-- gen:{m.module}.verdicts -->" in text
-  ttm = docs.values("ttm")
-  assert "test bed under repair (issue 42)" in ttm["evidence"]
+  trec = docs.values("trec")  # not ported: under repair
+  assert "test bed under repair (issue 42)" in trec["evidence"]
   assert "| cannot tell (test bed under repair, issue 42; the script's old rule:" in (
-      ttm["verdicts"])
+      trec["verdicts"])
+  ttm = docs.values("ttm")  # ported: the verdicts, and how each claim is decided
+  assert ttm["evidence"].startswith("decided under the verdict protocol; primary claim")
+  assert "- **Test-Time Matching raises the group score" in ttm["verdicts"]
+  assert "Positive control: oracle" in ttm["verdicts"]
 
 
 def test_check_refuses_a_dirty_record(monkeypatch, capsys):
