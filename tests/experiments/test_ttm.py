@@ -40,19 +40,29 @@ def check_smoke_results(out: pathlib.Path) -> None:
 def test_claims_are_decided_under_the_protocol():
   from experiments import protocol
 
-  assert ttm_exp.CLAIMS[0].primary and "random pairings (order noise 0.4)" in (
-      ttm_exp.CLAIMS[0].claim)
-  runs = [{"seed": s, "order_noise": n,
-           "before": {"group": 0.15, "group_match": 0.9},
-           "after": {"group": 0.9 + 0.01 * s, "group_match": 0.95 + 0.002 * s},
-           "oracle": {"group": 1.0, "group_match": 1.0},
-           "random": {"group": 0.5 + 0.01 * s, "group_match": 0.5 - 0.01 * s},
-           "random_b": {"group": 0.5 - 0.01 * s, "group_match": 0.5 + 0.01 * s},
-           "before_over_chance": {"group": 0.15 - 1 / 6, "group_match": 0.4}}
-          for n in (0.4, 0.45) for s in range(5)]
-  record = {"runs": runs, "provenance": {"git_dirty": False}}
+  assert ttm_exp.CLAIMS[0].primary and "SimpleMatch" in ttm_exp.CLAIMS[0].claim
+  def run(s, n):
+    signal = n < 0.5
+    return {"seed": s, "order_noise": n,
+            "before": {"group": 0.15, "group_match": 0.9 if signal else 0.5},
+            "after": {"group": (0.95 if signal else 0.5) + 0.003 * s, "group_match": 0.95},
+            "simple": {"group": (0.9 if signal else 0.5) + 0.001 * s, "group_match": 0.9},
+            "oracle": {"group": 1.0, "group_match": 1.0},
+            "random": {"group": 0.5, "group_match": 0.5}}
+  record = {"runs": [run(s, n) for n in (0.4, 0.45, 0.5) for s in range(5)],
+            "provenance": {"git_dirty": False}}
   rows = ttm_exp.claims(record)
   assert rows == protocol.decide(ttm_exp.CLAIMS, record)
-  assert [r.verdict for r in rows] == ["held", "held", "cannot tell", "held", "held", "held"]
-  # the pilot's claim: random pairings over the pre-trained encoder show the effect
-  assert rows[2].reason.startswith("negative control failed: random pairings")
+  # both claims were declared underpowered from the quick run: cannot tell, whatever D is
+  assert [r.reason.split(" (")[0] for r in rows] == ["underpowered"] * 2
+  assert rows[0].interval[1] > 0.02  # D = +0.05 (+0.002 per seed), [L, U] above δ
+  # the same claims, powered, decide on the interval and their controls
+  powered = [protocol.ClaimSpec(**{**c.__dict__, "underpowered": None})
+             for c in ttm_exp.CLAIMS]
+  assert [r.verdict for r in protocol.decide(powered, record)] == ["held", "held"]
+  # without an order signal TTM must not beat SimpleMatch: if it does, nothing is decided
+  for r in record["runs"]:
+    if r["order_noise"] == 0.5:
+      r["after"]["group"] += 0.1
+  assert protocol.decide(powered, record)[0].reason.startswith(
+      "negative control failed: no order signal")
