@@ -405,6 +405,13 @@ def _control(control: Control, record: dict, unit: str, fmt: str) -> str | None:
   return None
 
 
+def _checks(spec: ClaimSpec, record: dict) -> list[str]:
+  """Why the claim's controls or guards fail on ``record`` (empty: they pass)."""
+  return [r for r in (_control(spec.positive, record, spec.unit, spec.fmt),
+                      _control(spec.negative, record, spec.unit, spec.fmt),
+                      *(g.check(record) for g in spec.guards)) if r is not None]
+
+
 def decide_one(spec: ClaimSpec, record: dict) -> Decision:
   """One claim's :class:`Decision` under the protocol."""
   d, strata = spec.compare.diffs(record)
@@ -427,16 +434,16 @@ def decide_one(spec: ClaimSpec, record: dict) -> Decision:
   if dirty is not False:
     return Decision(verdict="cannot tell", reason="record made from a dirty tree" if dirty
                     else "record without provenance (git state unknown)", **base)
-  if spec.underpowered is not None:
-    return Decision(verdict="cannot tell", reason=f"underpowered ({spec.underpowered})", **base)
+  if spec.underpowered is not None:  # decided before the run; the controls are still shown
+    checks = _checks(spec, record)
+    return Decision(verdict="cannot tell", reason=f"underpowered ({spec.underpowered}); "
+                    + ("; ".join(checks) if checks else "controls and guards pass"), **base)
   if n < MIN_UNITS[spec.unit]:
     need = units_needed(d, spec.margin) if np.std(d) > 0 else MIN_UNITS[spec.unit]
     return Decision(verdict="cannot tell",
                     reason=f"underpowered ({n} {unit_word} < {MIN_UNITS[spec.unit]}; "
                            f"needs n ≈ {max(need, MIN_UNITS[spec.unit])})", **base)
-  failures = [r for r in (_control(spec.positive, record, spec.unit, spec.fmt),
-                          _control(spec.negative, record, spec.unit, spec.fmt),
-                          *(g.check(record) for g in spec.guards)) if r is not None]
+  failures = _checks(spec, record)
   if failures:
     return Decision(verdict="cannot tell", reason="; ".join(failures), **base)
   verdict, reason = rule(iv, spec.margin, spec.kind)

@@ -231,6 +231,9 @@ def cli() -> ExperimentCLI:
 
 def main(argv=None) -> dict:
   def run(cfg, args):
+    if cfg["first_seed"] < 0 or cfg["first_seed"] + cfg["seeds"] > 1000:
+      raise ValueError(f"--first-seed + --seeds must be in [0, 1000] (seed s draws its groups with "
+                       f"key 1000 + s), got {cfg['first_seed']} + {cfg['seeds']}")
     data = load_split(seed=0)
     per_seed = seed_runs(args.out, cfg, lambda i: [run_one(cfg["first_seed"] + i, n, cfg, data)
                                                    for n in cfg["order_noise"]], "ttm")

@@ -93,7 +93,10 @@ def test_controls_guards_and_units_give_cannot_tell():
   dirty = {**ok, "provenance": {"git_dirty": True}}
   assert P.decide([SPEC], dirty)[0].reason == "record made from a dirty tree"
   declared = P.ClaimSpec(**{**SPEC.__dict__, "underpowered": "needs n ≈ 40 seeds"})
-  assert P.decide([declared], ok)[0].reason == "underpowered (needs n ≈ 40 seeds)"
+  assert P.decide([declared], ok)[0].reason == (
+      "underpowered (needs n ≈ 40 seeds); controls and guards pass")
+  assert P.decide([declared], no_oracle)[0].reason.startswith(
+      "underpowered (needs n ≈ 40 seeds); positive control failed: oracle")
 
 
 def test_arm_get_put_with_filter_and_items():
