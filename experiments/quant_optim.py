@@ -321,8 +321,9 @@ def summarize(res: dict) -> tuple[list[list[str]], dict]:
       verdicts[f"ablation_order/{name}/M{m}"] = order
     st = np.median(np.array(p2["final_loss"][f"{name}/stochastic"]), axis=-1)
     rows.append([f"Ablation {name} M={p2['mantissas'][0]} (stochastic)", "",
-                 ", ".join(f"{c}: {r:.2f}x" for c, r in zip(COMPONENTS, st[0] / fp32,
-                                                              strict=True))])
+                 ", ".join(f"{c}: {r:.2f}x" for c, r in zip(comps, st[0, keep] / fp32,
+                                                              strict=True))
+                 + ("; V: n/a (no non-matrix parameter)" if name == "muon" else "")])
   # Part 3: beta2 effect with only V quantized.
   p3 = res["beta2"]
   near = np.median(np.array(p3["final_loss"]["nearest"]), axis=-1)  # (b2, M)

@@ -104,3 +104,19 @@ def test_bad_flags():
     quant_optim.main(["--dataset", "imagenet"])
   with pytest.raises(ValueError, match="seeds"):
     quant_optim.main(["--smoke", "--seeds", "0"])
+
+
+def test_summary_drops_muons_v_column_in_every_ablation_row():
+  # Muon quantizes V only for non-matrix parameters, and the ablation problem has none: its
+  # V ratio measures nothing, in the stochastic row as in the nearest ones (issue 42)
+  import json
+  import pathlib
+
+  path = (pathlib.Path(__file__).parents[2] / "docs" / "results" / "run_all" / "quick"
+          / "quant_optim" / "results.json")
+  rows, _ = quant_optim.summarize(json.loads(path.read_text()))
+  muon = [r for r in rows if r[0].startswith("Ablation muon")]
+  adam = [r for r in rows if r[0].startswith("Ablation adam")]
+  assert len(muon) == len(adam) >= 2
+  assert all("V: n/a" in r[2] and "V: 1" not in r[2] and "V: 0" not in r[2] for r in muon)
+  assert all("V: n/a" not in r[2] and ", V: " in r[2] for r in adam)
