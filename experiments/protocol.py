@@ -138,9 +138,8 @@ class Arm:
     first ``*``, or 0 for seed units) and the seeds of the first ``*``'s elements (``None``
     where they carry none)."""
     leaves = self.leaves(record)
-    bad = [v for _, v in leaves if v is None or type(v) not in _NUMBERS]
-    bad = [v for v in bad if v is not None and not (isinstance(v, numbers.Real)
-                                                    and not isinstance(v, bool))]
+    bad = [v for _, v in leaves if v is not None and type(v) not in _NUMBERS
+           and (isinstance(v, bool) or not isinstance(v, numbers.Real))]
     if bad:
       raise ValueError(f"arm {self.name!r}: values must be numbers (or null), got {bad[0]!r}")
     values = np.asarray([np.nan if v is None else float(v) for _, v in leaves], np.float64)

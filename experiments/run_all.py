@@ -114,7 +114,10 @@ def _decisions(method: Method, result: dict | None) -> tuple[list[dict], str | N
 
 
 def _method(module: str) -> Method:
-  return next(e for e in ENTRIES if e.module == module)
+  for e in ENTRIES:
+    if e.module == module:
+      return e
+  raise KeyError(f"{module!r} is not in the registry (experiments/methods.py)")
 
 
 def _figures(result: dict | None, out: str, out_dir: str,
@@ -172,7 +175,10 @@ def reread(record: dict, out_dir: str, docs: str | None = None, scale: str = "qu
   module = record["experiment"]["module"]
   out = os.path.join(out_dir, module)
   result = _load(out) if record["experiment"]["status"] == "ok" else None
-  record["claims"], record["claims_error"] = _decisions(_method(module), result)
+  try:
+    record["claims"], record["claims_error"] = _decisions(_method(module), result)
+  except KeyError as e:  # an entry of a method since removed from the registry
+    record["claims"], record["claims_error"] = [], str(e)
   record["figures"] = (_figures(result, out, out_dir, _committed(docs, module, scale))
                        if result is not None else [])
   if "bench" in record:
